@@ -1,0 +1,15 @@
+# safex_gtest(NAME SOURCES ... LIBS ... LABELS ...)
+#   LABELS: unit (fast, unprivileged; also run under ASan+UBSan), integration (real backends, root),
+#   containment (the attack suite). ctest -L selects.
+include(GoogleTest)
+function(safex_gtest name)
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 600)
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_LIBS} safex_test_support GTest::gtest_main GTest::gmock)
+  gtest_discover_tests(${name}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+endfunction()

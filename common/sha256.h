@@ -1,0 +1,36 @@
+// SHA-256 over bytes, as lowercase hex or raw; incremental for streams.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace safex {
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+Sha256Digest Sha256(std::string_view data);
+std::string Sha256Hex(std::string_view data);
+std::string ToHex(const uint8_t* data, size_t len);
+inline std::string ToHex(const Sha256Digest& d) { return ToHex(d.data(), d.size()); }
+
+// Incremental hashing, e.g. of a stream that is larger than what we keep.
+class Sha256Hasher {
+ public:
+  Sha256Hasher();
+  ~Sha256Hasher();
+  Sha256Hasher(const Sha256Hasher&) = delete;
+  Sha256Hasher& operator=(const Sha256Hasher&) = delete;
+  void Update(std::string_view data);
+  // REQUIRES: called once; the hasher is finished afterwards.
+  Sha256Digest Finish();
+  std::string FinishHex() { return ToHex(Finish()); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace safex

@@ -1,0 +1,72 @@
+// The isolation backend interface. One Driver per backend (gvisor/, microvm/, native/); the
+// supervisor picks one by plan.backend and never falls back to another: an unusable backend is a
+// refusal (Status::Unavailable), never a weaker run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "plan/plan.h"
+
+namespace safex::drivers {
+
+// What the caller asks to run under a (verified) plan.
+struct RunRequest {
+  std::string run_id;                // unique, [a-z0-9-]; names per-run resources
+  std::vector<std::string> argv;     // passed verbatim to execve inside the sandbox; never a shell
+  std::optional<std::string> stdin_data;  // bytes fed to stdin; /dev/null when absent
+  std::string input_dir;             // host dir for the plan's kInput mount ("" if none)
+  std::string output_dir;            // host dir backing the plan's kOutput mount ("" if none)
+};
+
+// Which limit stopped or constrained the run. kNone when the program ended on its own.
+enum class LimitHit { kNone, kWallTime, kCpuTime, kMemory, kPids, kOutput, kDisk, kOpenFiles };
+const char* LimitHitName(LimitHit l);
+
+struct CapturedStream {
+  std::string data;          // at most the plan's output cap
+  uint64_t total_bytes = 0;  // bytes the program wrote before capture stopped
+  bool truncated = false;
+};
+
+struct RunResult {
+  // The program's own exit status when it exited; -1 otherwise.
+  int exit_code = -1;
+  // The signal that ended it (including kills by the supervisor at a limit); 0 otherwise.
+  int term_signal = 0;
+  LimitHit limit = LimitHit::kNone;
+  std::string limit_detail;  // e.g. "fork failed with EAGAIN 31 times at pids = 32"
+  uint64_t wall_ns = 0;
+  uint64_t cpu_ns = 0;       // user + system CPU of the sandboxed code (cgroup accounting)
+  uint64_t peak_memory_bytes = 0;
+  CapturedStream stdout_stream;
+  CapturedStream stderr_stream;
+  std::string backend_mode;  // e.g. "gvisor/systrap/network=none", "microvm/tcg"
+  uint64_t denied_egress = 0;  // packets dropped by the run's egress rules
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+
+  // Backend name as in plan::BackendName.
+  virtual const char* name() const = 0;
+
+  // Checks that the backend can run on this host right now (binary present and working, cgroups
+  // writable, ...). A non-ok status means every run on this backend is refused with its message.
+  virtual Status Probe() = 0;
+
+  // Runs one request in a fresh sandbox and destroys it, leaving nothing behind (processes,
+  // cgroups, mounts, namespaces, state, temp dirs) whatever happens.
+  // REQUIRES: plan has been verified (plan::Verify) by the caller.
+  // Returns non-ok only when nothing ran (setup error / refusal); a program that crashed, timed out
+  // or hit a limit is a RunResult.
+  // Thread-safety: concurrent Run calls on one Driver are allowed.
+  virtual Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) = 0;
+};
+
+}  // namespace safex::drivers

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Fresh machine -> the main job: installs everything, builds, and runs one untrusted program
+# under the example policy. Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh --target safex
+./build/safex explain policies/examples/python-untrusted.policy

@@ -1,0 +1,17 @@
+// The `safex` command line: one file per group of verbs (crun's layout). Each Register* function
+// adds its subcommands to the app; a subcommand's callback stores the process exit status in
+// *exit_code. Exit statuses: see docs/cli.md (2 = usage error everywhere).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace safex::cli {
+
+// check, compile, explain, fmt, diff: policy authoring (cli_policy.cc). Unprivileged.
+void RegisterPolicyCommands(CLI::App& app, int* exit_code);
+// run: one sandboxed run (cli_run.cc). Root.
+void RegisterRunCommand(CLI::App& app, int* exit_code);
+// audit list|show|verify|checkpoint|export (cli_audit.cc).
+void RegisterAuditCommands(CLI::App& app, int* exit_code);
+
+}  // namespace safex::cli

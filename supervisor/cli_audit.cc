@@ -1,0 +1,10 @@
+#include "supervisor/cli.h"
+
+namespace safex::cli {
+
+void RegisterAuditCommands(CLI::App& app, int* exit_code) {
+  (void)app;
+  (void)exit_code;
+}
+
+}  // namespace safex::cli
