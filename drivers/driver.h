@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,13 +15,19 @@
 
 namespace safex::drivers {
 
+// Called once per kOutput mount after every process of the run is gone and before the run's
+// storage is destroyed. `dirfd` is an O_DIRECTORY fd of the mount's root as the host sees it
+// (a fresh, size-capped tmpfs the driver made for this run). The supervisor collects output
+// files fd-relative from it (supervisor/output). Must not keep dirfd after returning.
+using OutputCollector = std::function<void(const plan::Mount& mount, int dirfd)>;
+
 // What the caller asks to run under a (verified) plan.
 struct RunRequest {
   std::string run_id;                // unique, [a-z0-9-]; names per-run resources
   std::vector<std::string> argv;     // passed verbatim to execve inside the sandbox; never a shell
   std::optional<std::string> stdin_data;  // bytes fed to stdin; /dev/null when absent
   std::string input_dir;             // host dir for the plan's kInput mount ("" if none)
-  std::string output_dir;            // host dir backing the plan's kOutput mount ("" if none)
+  OutputCollector collect_output;    // may be empty: outputs are then discarded
 };
 
 // Which limit stopped or constrained the run. kNone when the program ended on its own.
