@@ -1,0 +1,811 @@
+#include "audit/audit_log.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "audit/canonical.h"
+#include "audit/json_bytes.h"
+#include "audit/schema.h"
+#include "audit/sqlite_db.h"
+#include "audit/time_format.h"
+#include "common/sha256.h"
+#include "common/unique_fd.h"
+
+namespace safex::audit {
+
+using internal::DbPtr;
+using internal::Exec;
+using internal::SqliteStatus;
+using internal::Stmt;
+
+namespace {
+
+constexpr char kMemoryPath[] = ":memory:";
+
+// The columns of the `runs` view that RunSummaryFrom() reads, in this order.
+constexpr char kRunColumns[] =
+    "run_id, state, verdict, start_ns, end_ns, uid, gid, pid, policy_name, policy_source_digest, "
+    "plan_digest, backend, backend_mode, argv, exit_code, signal, limits_fired, wall_ns, cpu_ns, "
+    "peak_memory_bytes, stdout_bytes, stdout_sha256, stdout_truncated, stderr_bytes, "
+    "stderr_sha256, stderr_truncated, validator_results, denied_egress, reason, start_seq, "
+    "end_seq";
+
+std::string EventColumnList() {
+  std::string cols;
+  for (auto name : EventColumnNames()) {
+    if (!cols.empty()) cols += ", ";
+    cols += name;
+  }
+  return cols;
+}
+
+std::string SelectEventsSql(std::string_view where) {
+  return "SELECT " + EventColumnList() + ", hash FROM events " + std::string(where) +
+         " ORDER BY seq";
+}
+
+std::string ParentDir(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Status FileErrno(const char* what, const std::string& path, int err) {
+  if (err == EROFS) {
+    return Status::PermissionDenied(std::string(what) + "(" + path +
+                                    "): read-only file system");
+  }
+  return Status::Errno(what, path, err);
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string buf(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // getrandom cannot fail on a kernel that has it once the pool is ready; there is no
+      // acceptable fallback for unique ids.
+      abort();
+    }
+    got += static_cast<size_t>(n);
+  }
+  return ToHex(reinterpret_cast<const uint8_t*>(buf.data()), bytes);
+}
+
+int HexDigitValue(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
+Result<EventRow> ReadEventRow(const Stmt& s) {
+  EventRow row;
+  for (size_t i = 0; i < kNumEventColumns; ++i) {
+    SAFEX_ASSIGN_OR_RETURN(row.values[i], s.Value(static_cast<int>(i)));
+  }
+  row.hash = s.Text(static_cast<int>(kNumEventColumns));
+  return row;
+}
+
+std::optional<int64_t> OptInt(const Stmt& s, int i) {
+  if (s.IsNull(i)) return std::nullopt;
+  return s.Int(i);
+}
+
+Result<RunSummary> RunSummaryFrom(const Stmt& s) {
+  RunSummary r;
+  int i = 0;
+  r.run_id = s.Text(i++);
+  r.state = s.Text(i++);
+  r.verdict = s.Text(i++);
+  r.start_ns = s.Int(i++);
+  r.end_ns = OptInt(s, i++);
+  if (auto v = OptInt(s, i++)) r.requester.uid = static_cast<uint32_t>(*v);
+  if (auto v = OptInt(s, i++)) r.requester.gid = static_cast<uint32_t>(*v);
+  if (auto v = OptInt(s, i++)) r.requester.pid = static_cast<int32_t>(*v);
+  r.policy_name = s.Text(i++);
+  r.policy_source_digest = s.Text(i++);
+  r.plan_digest = s.Text(i++);
+  r.backend = s.Text(i++);
+  r.backend_mode = s.Text(i++);
+  if (!s.IsNull(i)) {
+    SAFEX_ASSIGN_OR_RETURN(r.argv, DecodeStringList(s.Text(i)));
+  }
+  ++i;
+  r.exit_code = OptInt(s, i++);
+  r.signal = OptInt(s, i++);
+  if (!s.IsNull(i)) {
+    SAFEX_ASSIGN_OR_RETURN(r.limits_fired, DecodeStringList(s.Text(i)));
+  }
+  ++i;
+  r.wall_ns = OptInt(s, i++);
+  r.cpu_ns = OptInt(s, i++);
+  r.peak_memory_bytes = OptInt(s, i++);
+  for (auto* stream : {&r.stdout_summary, &r.stderr_summary}) {
+    if (!s.IsNull(i)) {
+      StreamSummary sum;
+      sum.bytes = static_cast<uint64_t>(s.Int(i));
+      sum.sha256 = s.Text(i + 1);
+      sum.truncated = s.Int(i + 2) != 0;
+      *stream = sum;
+    }
+    i += 3;
+  }
+  if (!s.IsNull(i)) {
+    SAFEX_ASSIGN_OR_RETURN(r.validator_results, DecodeValidatorResults(s.Text(i)));
+  }
+  ++i;
+  if (!s.IsNull(i)) {
+    SAFEX_ASSIGN_OR_RETURN(r.denied_egress, DecodeDeniedEgress(s.Text(i)));
+  }
+  ++i;
+  r.reason = s.Text(i++);
+  r.start_seq = s.Int(i++);
+  r.end_seq = OptInt(s, i++);
+  return r;
+}
+
+Result<Checkpoint> CheckpointFrom(const Stmt& s) {
+  Checkpoint c;
+  c.log_id = s.Text(0);
+  if (s.Int(1) < 0) return Status::DataLoss("checkpoint with a negative event count");
+  c.event_count = static_cast<uint64_t>(s.Int(1));
+  c.head_hash = s.Text(2);
+  c.time_ns = s.Int(3);
+  c.public_key = s.Text(4);
+  c.signature = s.Text(5);
+  return c;
+}
+
+// Rolls back an open transaction when it goes out of scope uncommitted.
+class TxnGuard {
+ public:
+  explicit TxnGuard(sqlite3* db) : db_(db) {}
+  ~TxnGuard() {
+    if (!sqlite3_get_autocommit(db_)) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+  }
+  TxnGuard(const TxnGuard&) = delete;
+  TxnGuard& operator=(const TxnGuard&) = delete;
+
+ private:
+  sqlite3* db_;
+};
+
+}  // namespace
+
+struct AuditLog::Impl {
+  DbPtr db;
+  bool memory = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  // Writers' statements, prepared once per connection.
+  Stmt begin_immediate;
+  Stmt commit;
+  Stmt head;
+  Stmt run_events;
+  Stmt insert;
+};
+
+AuditLog::~AuditLog() = default;
+
+std::string NewRunId() {
+  // UUIDv7 (RFC 9562): 48-bit unix milliseconds, version 7, 74 random bits, variant 10.
+  uint64_t ms = static_cast<uint64_t>(NowNs() / 1'000'000);
+  std::string rnd = RandomHex(10);  // 80 random bits, 74 used
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%08llx-%04llx-7%.3s-%x%.3s-%.12s",
+                static_cast<unsigned long long>(ms >> 16),
+                static_cast<unsigned long long>(ms & 0xffff), rnd.data(),
+                8 + (HexDigitValue(rnd[3]) & 3), rnd.data() + 4,
+                rnd.data() + 7);
+  return buf;
+}
+
+Result<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path,
+                                                 const AuditOptions& options) {
+  std::unique_ptr<AuditLog> log(new AuditLog());
+  log->path_ = path;
+  log->options_ = options;
+  log->impl_ = std::make_unique<Impl>();
+  Status st = log->Init();
+  if (!st.ok()) return st.With("audit log " + path);
+  return log;
+}
+
+Status AuditLog::Init() {
+  Impl& im = *impl_;
+  im.memory = path_ == kMemoryPath;
+  if (!im.memory) {
+    if (path_.empty()) return Status::InvalidArgument("empty path");
+    struct stat st {};
+    if (stat(path_.c_str(), &st) != 0) {
+      if (errno != ENOENT) return FileErrno("stat", path_, errno);
+      if (options_.read_only || !options_.create) {
+        return Status::NotFound("no audit log at " + path_);
+      }
+      std::string dir = ParentDir(path_);
+      if (mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+        return FileErrno("mkdir", dir, errno);
+      }
+      // Created here, not by SQLite, so that the mode is ours (SQLite gives its -wal and -shm
+      // files the same mode) and a symlink planted at the path is refused.
+      UniqueFd fd(open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
+      if (!fd) return FileErrno("open", path_, errno);
+    } else if (!S_ISREG(st.st_mode)) {
+      return Status::FailedPrecondition(path_ + " is not a regular file");
+    }
+  }
+
+  int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW;
+  flags |= options_.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  if (im.memory) flags |= SQLITE_OPEN_CREATE | SQLITE_OPEN_MEMORY;
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path_.c_str(), &raw, flags, nullptr);
+  im.db.reset(raw);
+  if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "opening");
+  sqlite3* db = im.db.get();
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, options_.busy_timeout_ms);
+  if (!options_.read_only && sqlite3_db_readonly(db, "main") == 1) {
+    return Status::PermissionDenied(
+        "the file can only be opened read-only (permissions or a read-only file system); no run "
+        "may start without a writable audit log");
+  }
+  // Durability on every connection: with WAL, FULL syncs the WAL at every commit.
+  SAFEX_RETURN_IF_ERROR(Exec(db, "PRAGMA synchronous=FULL", "setting synchronous=FULL"));
+
+  int32_t app_id = 0;
+  {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA application_id"));
+    auto row = s.Step();
+    if (!row.ok()) {
+      if (row.status().code() == Status::Code::kDataLoss) {
+        return Status::DataLoss("not an SQLite database, or corrupt: " + row.status().message());
+      }
+      return row.status();
+    }
+    if (*row) app_id = static_cast<int32_t>(s.Int(0));
+    s.Reset();
+  }
+  if (app_id == 0) {
+    if (options_.read_only) {
+      return Status::FailedPrecondition("not a safex audit log (no safex schema)");
+    }
+    SAFEX_RETURN_IF_ERROR(CreateSchemaIfNew());
+  } else if (app_id != internal::kApplicationId) {
+    return Status::FailedPrecondition(
+        "not a safex audit log (another application's database); refusing to touch it");
+  }
+
+  {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA user_version"));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    int64_t version = row ? s.Int(0) : 0;
+    s.Reset();
+    if (version != internal::kSchemaVersion) {
+      return Status::FailedPrecondition("schema version " + std::to_string(version) +
+                                        " is not supported (this safex reads version " +
+                                        std::to_string(internal::kSchemaVersion) + ")");
+    }
+  }
+  if (!options_.read_only && !im.memory) {
+    // WAL persists in the file; restore it if someone switched the log to another mode.
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA journal_mode"));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    std::string mode = row ? s.Text(0) : "";
+    s.Reset();
+    if (mode != "wal") {
+      SAFEX_RETURN_IF_ERROR(Exec(db, "PRAGMA journal_mode=WAL", "switching to WAL"));
+    }
+  }
+  if (options_.max_db_bytes > 0) {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA page_size"));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    int64_t page = row && s.Int(0) > 0 ? s.Int(0) : 4096;
+    s.Reset();
+    std::string sql = "PRAGMA max_page_count=" +
+                      std::to_string(std::max<uint64_t>(1, options_.max_db_bytes / page));
+    SAFEX_RETURN_IF_ERROR(Exec(db, sql.c_str(), "capping the database size"));
+  }
+  {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s,
+                           Stmt::Prepare(db, "SELECT value FROM meta WHERE key = 'log_id'"));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) return Status::DataLoss("meta table has no log_id");
+    log_id_ = s.Text(0);
+    s.Reset();
+  }
+  if (!im.memory) {
+    struct stat st {};
+    if (stat(path_.c_str(), &st) != 0) return FileErrno("stat", path_, errno);
+    im.dev = st.st_dev;
+    im.ino = st.st_ino;
+  }
+  if (!options_.read_only) {
+    SAFEX_ASSIGN_OR_RETURN(im.begin_immediate, Stmt::Prepare(db, "BEGIN IMMEDIATE"));
+    SAFEX_ASSIGN_OR_RETURN(im.commit, Stmt::Prepare(db, "COMMIT"));
+    SAFEX_ASSIGN_OR_RETURN(im.head,
+                           Stmt::Prepare(db, "SELECT seq, hash FROM events ORDER BY seq DESC "
+                                             "LIMIT 1"));
+    SAFEX_ASSIGN_OR_RETURN(im.run_events,
+                           Stmt::Prepare(db, "SELECT kind FROM events WHERE run_id = ?1"));
+    std::string insert = "INSERT INTO events (" + EventColumnList() + ", hash) VALUES (";
+    for (size_t i = 1; i <= kNumEventColumns + 1; ++i) {
+      insert += "?" + std::to_string(i) + (i <= kNumEventColumns ? ", " : ")");
+    }
+    SAFEX_ASSIGN_OR_RETURN(im.insert, Stmt::Prepare(db, insert));
+  }
+  return Status::Ok();
+}
+
+Status AuditLog::CreateSchemaIfNew() {
+  sqlite3* db = impl_->db.get();
+  if (!impl_->memory) {
+    // Changing the journal mode needs an exclusive lock, for which SQLite does not always call
+    // the busy handler; concurrent first opens retry here.
+    Status st;
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      st = Exec(db, "PRAGMA journal_mode=WAL", "switching to WAL");
+      if (st.ok() || st.code() != Status::Code::kUnavailable) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    SAFEX_RETURN_IF_ERROR(st);
+  }
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE", "locking the new audit log"));
+  int64_t app_id = 0;
+  int64_t objects = 0;
+  {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA application_id"));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (row) app_id = s.Int(0);
+    s.Reset();
+    SAFEX_ASSIGN_OR_RETURN(Stmt t, Stmt::Prepare(db, "SELECT count(*) FROM sqlite_schema"));
+    SAFEX_ASSIGN_OR_RETURN(row, t.Step());
+    if (row) objects = t.Int(0);
+    t.Reset();
+  }
+  if (app_id == internal::kApplicationId) {
+    // Another process created it between our first look and the lock.
+    return Exec(db, "COMMIT", "committing");
+  }
+  if (app_id != 0 || objects != 0) {
+    return Status::FailedPrecondition(
+        "not a safex audit log (an SQLite database with other tables); refusing to touch it");
+  }
+  SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateSchemaSql, "creating the schema"));
+  std::string pragmas = "PRAGMA application_id=" + std::to_string(internal::kApplicationId) +
+                        "; PRAGMA user_version=" + std::to_string(internal::kSchemaVersion) + ";";
+  SAFEX_RETURN_IF_ERROR(Exec(db, pragmas.c_str(), "stamping the schema"));
+  SAFEX_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
+  const std::pair<std::string, std::string> meta[] = {
+      {"format", "safex-audit"},
+      {"schema_version", std::to_string(internal::kSchemaVersion)},
+      {"log_id", RandomHex(16)},
+      {"created_ns", std::to_string(NowNs())},
+  };
+  for (const auto& [k, v] : meta) {
+    SAFEX_RETURN_IF_ERROR(ins.BindText(1, k));
+    SAFEX_RETURN_IF_ERROR(ins.BindText(2, v));
+    SAFEX_RETURN_IF_ERROR(ins.Step().status());
+  }
+  return Exec(db, "COMMIT", "committing the schema");
+}
+
+Status AuditLog::CheckWritable() {
+  if (options_.read_only) return Status::FailedPrecondition("audit log opened read-only");
+  Impl& im = *impl_;
+  if (!im.memory) {
+    struct stat st {};
+    if (stat(path_.c_str(), &st) != 0) {
+      return FileErrno("audit log: stat", path_, errno).With("the audit log file is gone");
+    }
+    if (st.st_dev != im.dev || st.st_ino != im.ino) {
+      return Status::FailedPrecondition("audit log " + path_ +
+                                        " was replaced since it was opened");
+    }
+    struct statvfs vfs {};
+    std::string dir = ParentDir(path_);
+    if (statvfs(dir.c_str(), &vfs) != 0) return FileErrno("statvfs", dir, errno);
+    uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (free_bytes < options_.min_free_bytes) {
+      return Status::ResourceExhausted("audit log " + path_ + ": only " +
+                                       std::to_string(free_bytes) + " bytes free on " + dir +
+                                       " (need " + std::to_string(options_.min_free_bytes) +
+                                       ")");
+    }
+    if (vfs.f_flag & ST_RDONLY) {
+      return Status::PermissionDenied("audit log " + path_ + ": file system is read-only");
+    }
+  }
+  TxnGuard guard(im.db.get());
+  Status st = im.begin_immediate.Step().status();
+  if (!st.ok()) return st.With("audit log " + path_ + ": cannot take the write lock");
+  return Exec(im.db.get(), "ROLLBACK", "releasing the write lock");
+}
+
+Status AuditLog::Append(EventRow row, EventRef* appended) {
+  if (options_.read_only) return Status::FailedPrecondition("audit log opened read-only");
+  Impl& im = *impl_;
+  sqlite3* db = im.db.get();
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
+
+  // Under the write lock: the head cannot move until COMMIT.
+  int64_t head_seq = 0;
+  Sha256Digest prev = GenesisHash(log_id_);
+  {
+    SAFEX_ASSIGN_OR_RETURN(bool have, im.head.Step());
+    if (have) {
+      head_seq = im.head.Int(0);
+      auto d = DigestFromHex(im.head.Text(1));
+      im.head.Reset();
+      if (!d) return Status::DataLoss("the newest event's hash is malformed; run safex audit verify");
+      prev = *d;
+    }
+  }
+
+  const std::string kind(row.text(kColKind));
+  const std::string run_id(row.text(kColRunId));
+  bool started = false;
+  bool ended = false;
+  bool any = false;
+  SAFEX_RETURN_IF_ERROR(im.run_events.BindText(1, run_id));
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, im.run_events.Step());
+    if (!have) break;
+    any = true;
+    std::string k = im.run_events.Text(0);
+    started |= k == kKindStart;
+    ended |= k == kKindEnd || k == kKindInterrupted;
+  }
+  if ((kind == kKindStart || kind == kKindRefusal) && any) {
+    return Status::FailedPrecondition("run id " + run_id + " is already in the audit log");
+  }
+  if (kind == kKindEnd || kind == kKindInterrupted) {
+    if (!started) {
+      return Status::FailedPrecondition("run " + run_id + " has no start event to end");
+    }
+    if (ended) return Status::FailedPrecondition("run " + run_id + " has already ended");
+  }
+
+  row.values[kColSeq] = head_seq + 1;
+  const std::string encoding = EncodeEvent(row);
+  row.hash = ToHex(ChainHash(prev, encoding));
+  for (size_t i = 0; i < kNumEventColumns; ++i) {
+    SAFEX_RETURN_IF_ERROR(im.insert.Bind(static_cast<int>(i + 1), row.values[i]));
+  }
+  SAFEX_RETURN_IF_ERROR(im.insert.BindText(static_cast<int>(kNumEventColumns + 1), row.hash));
+  SAFEX_RETURN_IF_ERROR(im.insert.Step().status());
+  // The event exists only once COMMIT returns: FULL sync has then written the WAL to disk.
+  SAFEX_RETURN_IF_ERROR(im.commit.Step().status());
+  if (appended != nullptr) {
+    appended->seq = head_seq + 1;
+    appended->hash = row.hash;
+  }
+  return Status::Ok();
+}
+
+Status AuditLog::RecordStart(const RunStart& start, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromStart(start, NowNs()));
+  return Append(std::move(row), appended).With("audit log " + path_ + ": recording run start");
+}
+
+Status AuditLog::RecordEnd(const RunEnd& end, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromEnd(end, NowNs()));
+  return Append(std::move(row), appended).With("audit log " + path_ + ": recording run end");
+}
+
+Status AuditLog::RecordRefusal(const Refusal& refusal, EventRef* appended) {
+  Refusal r = refusal;
+  if (r.run_id.empty()) r.run_id = NewRunId();
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromRefusal(r, NowNs()));
+  return Append(std::move(row), appended).With("audit log " + path_ + ": recording a refusal");
+}
+
+Status AuditLog::RecordInterrupted(const Interrupted& interrupted, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromInterrupted(interrupted, NowNs()));
+  return Append(std::move(row), appended)
+      .With("audit log " + path_ + ": recording an interrupted run");
+}
+
+Result<std::vector<std::string>> AuditLog::UnfinishedRuns() {
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT run_id FROM runs WHERE state = 'running' ORDER BY start_seq"));
+  std::vector<std::string> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    out.push_back(s.Text(0));
+  }
+  return out;
+}
+
+Result<std::vector<RunSummary>> AuditLog::ListRuns(const RunFilter& f) {
+  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1";
+  std::vector<SqlValue> params;
+  auto add = [&](const char* cond, SqlValue v) {
+    params.push_back(std::move(v));
+    sql += std::string(" AND ") + cond + " ?" + std::to_string(params.size());
+  };
+  if (f.since_ns) add("start_ns >=", *f.since_ns);
+  if (f.until_ns) add("start_ns <", *f.until_ns);
+  if (f.policy) add("policy_name =", *f.policy);
+  if (f.verdict) add("verdict =", std::string(VerdictName(*f.verdict)));
+  if (f.uid) add("uid =", int64_t{*f.uid});
+  if (f.state) add("state =", *f.state);
+  sql += " ORDER BY start_ns DESC, start_seq DESC";
+  if (f.limit > 0) sql += " LIMIT " + std::to_string(f.limit);
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(impl_->db.get(), sql));
+  for (size_t i = 0; i < params.size(); ++i) {
+    SAFEX_RETURN_IF_ERROR(s.Bind(static_cast<int>(i + 1), params[i]));
+  }
+  std::vector<RunSummary> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    auto r = RunSummaryFrom(s);
+    if (!r.ok()) {
+      s.Reset();
+      return r.status().With("run " + s.Text(0));
+    }
+    out.push_back(std::move(r).value());
+  }
+  return out;
+}
+
+Result<RunDetail> AuditLog::GetRun(std::string_view id) {
+  if (!IsValidRunId(id)) {
+    return Status::InvalidArgument("not a run id: \"" + std::string(id.substr(0, 64)) + "\"");
+  }
+  sqlite3* db = impl_->db.get();
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
+  RunDetail detail;
+  std::string run_id;
+  {
+    // Run ids contain no GLOB metacharacters (IsValidRunId), so id* is a plain prefix match.
+    SAFEX_ASSIGN_OR_RETURN(
+        Stmt s, Stmt::Prepare(db, std::string("SELECT ") + kRunColumns +
+                                      " FROM runs WHERE run_id = ?1 OR run_id GLOB ?1 || '*' "
+                                      "ORDER BY run_id = ?1 DESC LIMIT 2"));
+    SAFEX_RETURN_IF_ERROR(s.BindText(1, id));
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) return Status::NotFound("no run " + std::string(id) + " in the audit log");
+    SAFEX_ASSIGN_OR_RETURN(detail.run, RunSummaryFrom(s));
+    SAFEX_ASSIGN_OR_RETURN(bool second, s.Step());
+    if (second && detail.run.run_id != id) {
+      s.Reset();
+      return Status::InvalidArgument("run id prefix " + std::string(id) +
+                                     " is ambiguous; give more characters");
+    }
+    s.Reset();
+  }
+  {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("WHERE run_id = ?1")));
+    SAFEX_RETURN_IF_ERROR(s.BindText(1, detail.run.run_id));
+    for (;;) {
+      SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+      if (!have) break;
+      auto row = ReadEventRow(s);
+      if (!row.ok()) {
+        s.Reset();
+        return row.status();
+      }
+      detail.events.push_back(std::move(row).value());
+    }
+  }
+  SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
+  return detail;
+}
+
+Status AuditLog::ForEachEvent(const std::function<Status(const EventRow&)>& fn) {
+  sqlite3* db = impl_->db.get();
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    auto row = ReadEventRow(s);
+    Status st = row.ok() ? fn(*row) : row.status();
+    if (!st.ok()) {
+      s.Reset();
+      return st;
+    }
+  }
+  return Exec(db, "COMMIT", "ending a read");
+}
+
+Result<uint64_t> AuditLog::EventCount() {
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(impl_->db.get(), "SELECT count(*) FROM events"));
+  SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+  uint64_t n = have ? static_cast<uint64_t>(s.Int(0)) : 0;
+  s.Reset();
+  return n;
+}
+
+Result<std::vector<Checkpoint>> AuditLog::Checkpoints() {
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT log_id, event_count, head_hash, time_ns, public_key, "
+                            "signature FROM checkpoints ORDER BY id"));
+  std::vector<Checkpoint> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    auto c = CheckpointFrom(s);
+    if (!c.ok()) {
+      s.Reset();
+      return c.status();
+    }
+    out.push_back(std::move(c).value());
+  }
+  return out;
+}
+
+Result<VerifyReport> AuditLog::Verify(const VerifyOptions& options) {
+  sqlite3* db = impl_->db.get();
+  VerifyReport rep;
+  auto fail = [&rep](int64_t seq, std::string problem) {
+    rep.ok = false;
+    rep.first_bad_seq = seq;
+    rep.problem = std::move(problem);
+    return rep;
+  };
+
+  if (options.integrity_check) {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA integrity_check"));
+    std::string problems;
+    int lines = 0;
+    for (;;) {
+      auto have = s.Step();
+      if (!have.ok()) return fail(0, "integrity_check: " + have.status().message());
+      if (!*have) break;
+      std::string line = s.Text(0);
+      if (line != "ok" && lines++ < 5) problems += (problems.empty() ? "" : "; ") + line;
+    }
+    if (!problems.empty()) return fail(0, "SQLite integrity_check failed: " + problems);
+  }
+
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
+  auto stored_checkpoints = Checkpoints();
+  if (!stored_checkpoints.ok()) {
+    if (stored_checkpoints.status().code() == Status::Code::kDataLoss) {
+      return fail(0, stored_checkpoints.status().message());
+    }
+    return stored_checkpoints.status();
+  }
+  std::vector<std::pair<std::string, Checkpoint>> checkpoints;
+  for (size_t i = 0; i < stored_checkpoints->size(); ++i) {
+    checkpoints.emplace_back("checkpoint #" + std::to_string(i + 1) + " in the database",
+                             (*stored_checkpoints)[i]);
+  }
+  if (options.external) checkpoints.emplace_back("the checkpoint file", *options.external);
+  // Hashes the chain must have at the counts that checkpoints cover.
+  std::map<uint64_t, std::string> wanted;
+  for (const auto& [name, c] : checkpoints) wanted[c.event_count];
+
+  Sha256Digest prev = GenesisHash(log_id_);
+  if (wanted.count(0)) wanted[0] = ToHex(prev);
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
+  int64_t expected = 1;
+  for (;;) {
+    auto have = s.Step();
+    if (!have.ok()) {
+      if (have.status().code() == Status::Code::kDataLoss) {
+        return fail(expected, "reading event " + std::to_string(expected) + ": " +
+                                  have.status().message());
+      }
+      return have.status();
+    }
+    if (!*have) break;
+    auto row = ReadEventRow(s);
+    if (!row.ok()) {
+      s.Reset();
+      return fail(expected, "event " + std::to_string(expected) + ": " + row.status().message());
+    }
+    int64_t seq = row->seq();
+    if (seq != expected) {
+      s.Reset();
+      if (seq > expected) {
+        return fail(seq, "event " + std::to_string(seq) + ": events " + std::to_string(expected) +
+                             ".." + std::to_string(seq - 1) + " are missing (deleted)");
+      }
+      return fail(seq, "event " + std::to_string(seq) + ": out of sequence");
+    }
+    Sha256Digest h = ChainHash(prev, EncodeEvent(*row));
+    if (ToHex(h) != row->hash) {
+      s.Reset();
+      return fail(seq, "event " + std::to_string(seq) + " (run " + std::string(row->text(kColRunId)) +
+                           ", " + std::string(row->text(kColKind)) +
+                           "): hash mismatch: this event was edited, or one before it was "
+                           "removed, inserted or reordered");
+    }
+    prev = h;
+    auto w = wanted.find(static_cast<uint64_t>(seq));
+    if (w != wanted.end()) w->second = row->hash;
+    ++expected;
+  }
+  SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
+  rep.events = static_cast<uint64_t>(expected - 1);
+  rep.head_hash = ToHex(prev);
+
+  for (const auto& [name, c] : checkpoints) {
+    Status sig = VerifyCheckpointSignature(c);
+    if (!sig.ok()) return fail(0, name + ": " + sig.message());
+    if (options.trusted_public_key && c.public_key != *options.trusted_public_key) {
+      return fail(0, name + " is signed by key " + c.public_key.substr(0, 16) +
+                         "..., not by the trusted key " +
+                         options.trusted_public_key->substr(0, 16) + "...");
+    }
+    if (c.log_id != log_id_) {
+      return fail(0, name + " belongs to another log (log id " + c.log_id + ", this log is " +
+                         log_id_ + ")");
+    }
+    if (c.event_count > rep.events) {
+      return fail(static_cast<int64_t>(rep.events) + 1,
+                  name + " (signed " + FormatIso8601(c.time_ns) + ") covers " +
+                      std::to_string(c.event_count) + " events but the log has only " +
+                      std::to_string(rep.events) + ": the log was truncated");
+    }
+    if (wanted[c.event_count] != c.head_hash) {
+      return fail(static_cast<int64_t>(c.event_count),
+                  name + " (signed " + FormatIso8601(c.time_ns) + "): event " +
+                      std::to_string(c.event_count) +
+                      " does not have the signed hash: the log was rewritten");
+    }
+    ++rep.checkpoints;
+  }
+  rep.ok = true;
+  return rep;
+}
+
+Result<Checkpoint> AuditLog::MakeCheckpoint() {
+  if (options_.read_only) return Status::FailedPrecondition("audit log opened read-only");
+  SAFEX_ASSIGN_OR_RETURN(auto key, SigningKey::LoadOrCreate(options_.key_path, true));
+  Impl& im = *impl_;
+  sqlite3* db = im.db.get();
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
+  Checkpoint c;
+  c.log_id = log_id_;
+  c.head_hash = ToHex(GenesisHash(log_id_));
+  {
+    SAFEX_ASSIGN_OR_RETURN(bool have, im.head.Step());
+    if (have) {
+      c.event_count = static_cast<uint64_t>(im.head.Int(0));
+      c.head_hash = im.head.Text(1);
+      im.head.Reset();
+    }
+  }
+  c.time_ns = NowNs();
+  SAFEX_RETURN_IF_ERROR(key->Sign(&c));
+  SAFEX_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
+                                                 "INSERT INTO checkpoints (log_id, event_count, "
+                                                 "head_hash, time_ns, public_key, signature) "
+                                                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+  SAFEX_RETURN_IF_ERROR(ins.BindText(1, c.log_id));
+  SAFEX_RETURN_IF_ERROR(ins.BindInt(2, static_cast<int64_t>(c.event_count)));
+  SAFEX_RETURN_IF_ERROR(ins.BindText(3, c.head_hash));
+  SAFEX_RETURN_IF_ERROR(ins.BindInt(4, c.time_ns));
+  SAFEX_RETURN_IF_ERROR(ins.BindText(5, c.public_key));
+  SAFEX_RETURN_IF_ERROR(ins.BindText(6, c.signature));
+  SAFEX_RETURN_IF_ERROR(ins.Step().status());
+  SAFEX_RETURN_IF_ERROR(im.commit.Step().status());
+  return c;
+}
+
+}  // namespace safex::audit

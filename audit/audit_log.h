@@ -1,0 +1,188 @@
+// The audit log: every run attempt in an append-only SQLite database, hash-chained and
+// checkpointed with Ed25519 signatures (docs/audit.md).
+//
+// Writers (safex run, the daemon) open it read-write; many processes may append at once: each
+// append takes SQLite's write lock first (BEGIN IMMEDIATE), reads the head of the chain, inserts
+// and commits, so the chain stays linear; concurrent writers wait up to busy_timeout_ms.
+// Every connection uses WAL with synchronous=FULL: when Record* returns OK the event is on disk.
+// Auditors open it read-only (AuditOptions::read_only) and may query while writers append.
+//
+// Fail closed: Open refuses a file that is corrupt, foreign (another application's database) or
+// of an unknown schema version, and a writer's Open refuses a file it cannot write. The
+// supervisor calls CheckWritable() before anything runs and refuses the run (exit 125) on error.
+//
+// Thread-safety: one AuditLog is one SQLite connection; use it from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "audit/checkpoint.h"
+#include "audit/event_row.h"
+#include "audit/records.h"
+#include "audit/verdict.h"
+#include "common/status.h"
+
+namespace safex::audit {
+
+inline constexpr char kDefaultDbPath[] = "/var/lib/safex/audit.db";
+inline constexpr char kDefaultKeyPath[] = "/var/lib/safex/audit.key";
+
+struct AuditOptions {
+  // Auditors: no write access is needed or used; Record* and MakeCheckpoint fail.
+  bool read_only = false;
+  // Writers: create the file (mode 0640), its directory (0750, one level) and the schema when
+  // missing. When false, a missing file is NotFound.
+  bool create = true;
+  // The Ed25519 key that signs checkpoints; generated 0600 on first MakeCheckpoint().
+  std::string key_path = kDefaultKeyPath;
+  // How long a writer waits for another writer's lock before giving up (Unavailable).
+  int busy_timeout_ms = 10000;
+  // CheckWritable() refuses when the log's filesystem has less free space than this.
+  uint64_t min_free_bytes = 1 << 20;
+  // Caps the database size (PRAGMA max_page_count); appends beyond fail with
+  // ResourceExhausted. 0: no cap beyond the disk's.
+  uint64_t max_db_bytes = 0;
+};
+
+// The position of an appended event.
+struct EventRef {
+  int64_t seq = 0;
+  std::string hash;  // hex
+};
+
+// One run attempt, as the `runs` view shows it.
+struct RunSummary {
+  std::string run_id;
+  std::string state;    // running | finished | interrupted | refused
+  std::string verdict;  // a VerdictName(); empty while running
+  int64_t start_ns = 0;  // refusals: when refused
+  std::optional<int64_t> end_ns;
+  Requester requester;
+  std::string policy_name;
+  std::string policy_source_digest;
+  std::string plan_digest;
+  std::string backend;
+  std::string backend_mode;
+  std::vector<std::string> argv;
+  std::optional<int64_t> exit_code;
+  std::optional<int64_t> signal;
+  std::vector<std::string> limits_fired;
+  std::optional<int64_t> wall_ns;
+  std::optional<int64_t> cpu_ns;
+  std::optional<int64_t> peak_memory_bytes;
+  std::optional<StreamSummary> stdout_summary;
+  std::optional<StreamSummary> stderr_summary;
+  std::vector<ValidatorResult> validator_results;
+  std::vector<DeniedEgress> denied_egress;
+  std::string reason;  // refusal reason, setup error, or why it was interrupted
+  int64_t start_seq = 0;
+  std::optional<int64_t> end_seq;
+};
+
+struct RunFilter {
+  std::optional<int64_t> since_ns;  // start (or refusal) time >= since
+  std::optional<int64_t> until_ns;  // start (or refusal) time < until
+  std::optional<std::string> policy;
+  std::optional<Verdict> verdict;
+  std::optional<uint32_t> uid;
+  std::optional<std::string> state;  // running | finished | interrupted | refused
+  uint64_t limit = 0;                // 0: all
+};
+
+struct RunDetail {
+  RunSummary run;
+  std::vector<EventRow> events;  // the run's events in log order, with their hashes
+};
+
+struct VerifyOptions {
+  // A checkpoint kept outside the database (`safex audit checkpoint --out`): the log must still
+  // hold exactly that prefix.
+  std::optional<Checkpoint> external;
+  // When set (hex raw Ed25519 public key), every checkpoint must be signed by this key.
+  std::optional<std::string> trusted_public_key;
+  bool integrity_check = true;  // run PRAGMA integrity_check first
+};
+
+struct VerifyReport {
+  bool ok = false;
+  uint64_t events = 0;     // events whose chain was checked
+  std::string head_hash;   // hash of the last event (the genesis hash when empty)
+  uint64_t checkpoints = 0;  // checkpoints whose signature and prefix were checked
+  // When !ok: the first bad event's seq (0 when the problem is not one event) and what is wrong.
+  int64_t first_bad_seq = 0;
+  std::string problem;
+};
+
+class AuditLog {
+ public:
+  ~AuditLog();
+  AuditLog(const AuditLog&) = delete;
+  AuditLog& operator=(const AuditLog&) = delete;
+
+  // Opens (and for writers, creates) the log at `path`; ":memory:" gives a private in-memory log
+  // for tests. Errors: NotFound (no file, !create or read_only), PermissionDenied (cannot write),
+  // DataLoss (not an SQLite database / corrupt), FailedPrecondition (foreign database or an
+  // unknown schema version), Unavailable (I/O error, locked past the timeout).
+  static Result<std::unique_ptr<AuditLog>> Open(const std::string& path,
+                                                const AuditOptions& options = {});
+
+  // Cheap proof that an append would be accepted now: takes and releases the write lock, checks
+  // that the file is still the one opened and that the filesystem has min_free_bytes free.
+  Status CheckWritable();
+
+  // Each appends one event and commits it durably before returning OK.
+  // RecordStart: run_id must be new. RecordEnd/RecordInterrupted: run_id must have a start and
+  // no end yet (FailedPrecondition otherwise). RecordRefusal: reason required; run_id may be
+  // empty (a fresh one is made).
+  Status RecordStart(const RunStart& start, EventRef* appended = nullptr);
+  Status RecordEnd(const RunEnd& end, EventRef* appended = nullptr);
+  Status RecordRefusal(const Refusal& refusal, EventRef* appended = nullptr);
+  Status RecordInterrupted(const Interrupted& interrupted, EventRef* appended = nullptr);
+
+  // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
+  Result<std::vector<std::string>> UnfinishedRuns();
+
+  // Newest first (by start time, then log order).
+  Result<std::vector<RunSummary>> ListRuns(const RunFilter& filter);
+  // An exact run id, or a unique prefix of one (NotFound / InvalidArgument when ambiguous).
+  Result<RunDetail> GetRun(std::string_view run_id_or_prefix);
+  // Every event in log order; stops at the first error `fn` returns.
+  Status ForEachEvent(const std::function<Status(const EventRow&)>& fn);
+  Result<uint64_t> EventCount();
+
+  // Recomputes the whole chain and checks every stored checkpoint (and options.external).
+  // A damaged log is a report with ok == false; an error Status means the log could not be read.
+  Result<VerifyReport> Verify(const VerifyOptions& options = {});
+
+  // Signs (event count, head hash, now) with the key at options.key_path (created on first use)
+  // and appends it to the checkpoints table.
+  Result<Checkpoint> MakeCheckpoint();
+  Result<std::vector<Checkpoint>> Checkpoints();
+
+  const std::string& path() const { return path_; }
+  const std::string& log_id() const { return log_id_; }
+
+ private:
+  AuditLog() = default;
+  Status Init();
+  Status CreateSchemaIfNew();
+  Status Append(EventRow row, EventRef* appended);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+  AuditOptions options_;
+  std::string log_id_;
+};
+
+// A fresh run id: a UUIDv7 (time-ordered, 74 random bits), e.g.
+// "019381c2-5b7e-7c1a-9f3e-0d2b6a4c8e11".
+std::string NewRunId();
+
+}  // namespace safex::audit

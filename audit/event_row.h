@@ -1,0 +1,87 @@
+// One row of the `events` table as plain values, and the conversions between the records of
+// records.h and rows. The hash chain (canonical.h) is computed over exactly these values, so what
+// `verify` reads back from SQLite is what was hashed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "audit/records.h"
+#include "common/status.h"
+
+namespace safex::audit {
+
+// SQLite's NULL, INTEGER and TEXT (the events table is STRICT and uses no other types).
+using SqlValue = std::variant<std::monostate, int64_t, std::string>;
+
+// The columns of `events` that the hash covers, in canonical order (the `hash` column is not one).
+enum EventColumn : size_t {
+  kColSeq,
+  kColKind,
+  kColRunId,
+  kColTimeNs,
+  kColUid,
+  kColGid,
+  kColPid,
+  kColPolicyName,
+  kColPolicySourceDigest,
+  kColPlanDigest,
+  kColBackend,
+  kColBackendMode,
+  kColArgv,
+  kColExitCode,
+  kColSignal,
+  kColVerdict,
+  kColLimitsFired,
+  kColWallNs,
+  kColCpuNs,
+  kColPeakMemoryBytes,
+  kColStdoutBytes,
+  kColStdoutSha256,
+  kColStdoutTruncated,
+  kColStderrBytes,
+  kColStderrSha256,
+  kColStderrTruncated,
+  kColValidatorResults,
+  kColDeniedEgress,
+  kColReason,
+  kNumEventColumns,
+};
+
+// Column names as in the schema, indexed by EventColumn.
+std::span<const std::string_view> EventColumnNames();
+
+// Event kinds (the `kind` column).
+inline constexpr std::string_view kKindStart = "start";
+inline constexpr std::string_view kKindEnd = "end";
+inline constexpr std::string_view kKindRefusal = "refusal";
+inline constexpr std::string_view kKindInterrupted = "interrupted";
+
+struct EventRow {
+  std::array<SqlValue, kNumEventColumns> values;
+  std::string hash;  // lowercase hex SHA-256 chain hash; empty until appended
+
+  bool operator==(const EventRow&) const = default;
+
+  int64_t seq() const;                  // 0 when unset
+  std::string_view text(EventColumn c) const;  // "" unless the value is TEXT
+  std::optional<int64_t> integer(EventColumn c) const;
+};
+
+// Record -> row, validating what the log must not accept (bad run id, negative time, a number
+// beyond int64, an empty refusal reason). `now_ns` fills a zero time. seq is left 0: the writer
+// assigns it under the write lock.
+Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns);
+Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns);
+Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns);
+Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns);
+
+// Run ids: 1..128 characters of [A-Za-z0-9._:-].
+bool IsValidRunId(std::string_view id);
+
+}  // namespace safex::audit

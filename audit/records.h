@@ -1,0 +1,103 @@
+// The plain records the supervisor hands to the audit log. They name no plan or driver type:
+// audit depends only on common, so the supervisor copies what it knows into these.
+//
+// Times are unix nanoseconds (CLOCK_REALTIME); 0 means "now, when the event is appended".
+// Strings are stored byte for byte (argv may hold any bytes but NUL).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "audit/verdict.h"
+
+namespace safex::audit {
+
+// Who asked for the run: SO_PEERCRED for the daemon, getuid()/getgid()/getpid() for the CLI.
+struct Requester {
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  std::optional<int32_t> pid;
+
+  bool operator==(const Requester&) const = default;
+};
+
+// Written (and committed) before the sandbox starts.
+struct RunStart {
+  std::string run_id;                // unique; [A-Za-z0-9._:-], at most 128 characters (NewRunId())
+  Requester requester;
+  std::string policy_name;
+  std::string policy_source_digest;  // SHA-256 hex of the policy source
+  std::string plan_digest;           // SHA-256 hex of the canonical plan
+  std::string backend;               // gvisor | microvm | native
+  std::string backend_mode;          // e.g. "systrap", "tcg", "kvm"
+  std::vector<std::string> argv;
+  int64_t start_time_ns = 0;
+};
+
+// A captured output stream: bytes kept, their SHA-256, and whether the cap cut it short.
+struct StreamSummary {
+  uint64_t bytes = 0;
+  std::string sha256;  // lowercase hex of the captured bytes
+  bool truncated = false;
+
+  bool operator==(const StreamSummary&) const = default;
+};
+
+struct ValidatorResult {
+  std::string name;     // e.g. "stdout", "file:/data/out/result.json"
+  std::string outcome;  // e.g. "accepted", "rejected", "redacted", "truncated"
+  std::string detail;   // why, for a human
+
+  bool operator==(const ValidatorResult&) const = default;
+};
+
+// Connection attempts the network layer dropped, per destination.
+struct DeniedEgress {
+  std::string destination;  // "198.18.0.7:443/tcp" or a name
+  uint64_t count = 0;
+
+  bool operator==(const DeniedEgress&) const = default;
+};
+
+// Written (and committed) after the sandbox is gone, before the result is reported.
+struct RunEnd {
+  std::string run_id;  // must name a run whose start is in the log and that has not ended
+  int64_t end_time_ns = 0;
+  std::optional<int32_t> exit_code;  // the program's own status, when it exited
+  std::optional<int32_t> signal;     // the signal that killed it, when it was killed
+  Verdict verdict = Verdict::kOk;
+  // Which limits fired, by the plan's names: wall_time, cpu_time, memory, pids, open_files,
+  // output, disk.
+  std::vector<std::string> limits_fired;
+  uint64_t wall_ns = 0;
+  uint64_t cpu_ns = 0;
+  uint64_t peak_memory_bytes = 0;
+  StreamSummary stdout_summary;
+  StreamSummary stderr_summary;
+  std::vector<ValidatorResult> validator_results;
+  std::vector<DeniedEgress> denied_egress;
+  std::string error;  // setup-error detail; empty otherwise
+};
+
+// A request refused before anything ran (bad policy, ceilings, busy, unwritable state...).
+struct Refusal {
+  std::string run_id;  // the id the request was given; NewRunId() when empty
+  Requester requester;
+  std::string policy_name;           // empty when the policy could not even be named
+  std::string policy_source_digest;  // empty when unknown
+  std::string plan_digest;           // empty when no plan was compiled
+  std::vector<std::string> argv;
+  std::string reason;  // required: why it was refused
+  int64_t time_ns = 0;
+};
+
+// A run that started and never ended: the service's crash recovery closes it with this.
+struct Interrupted {
+  std::string run_id;  // must name a started, unended run
+  std::string reason;  // e.g. "supervisor restarted"
+  int64_t time_ns = 0;
+};
+
+}  // namespace safex::audit

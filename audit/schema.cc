@@ -1,0 +1,163 @@
+#include "audit/schema.h"
+
+namespace safex::audit::internal {
+
+// STRICT tables: a column holds its declared type or NULL, so the values `verify` reads back are
+// the values that were hashed. The triggers stop mistakes (an UPDATE or DELETE typed by hand);
+// deliberate edits are caught by the hash chain and the signed checkpoints.
+//
+// Times in the views: ISO-8601 UTC with milliseconds ("2026-11-29T22:26:00.123Z"), computed from
+// the integer nanoseconds that are stored.
+const char* const kCreateSchemaSql = R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY NOT NULL,
+  value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE events (
+  seq                  INTEGER PRIMARY KEY NOT NULL,
+  kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted')),
+  run_id               TEXT NOT NULL,
+  time_ns              INTEGER NOT NULL,
+  uid                  INTEGER,
+  gid                  INTEGER,
+  pid                  INTEGER,
+  policy_name          TEXT,
+  policy_source_digest TEXT,
+  plan_digest          TEXT,
+  backend              TEXT,
+  backend_mode         TEXT,
+  argv                 TEXT,
+  exit_code            INTEGER,
+  signal               INTEGER,
+  verdict              TEXT,
+  limits_fired         TEXT,
+  wall_ns              INTEGER,
+  cpu_ns               INTEGER,
+  peak_memory_bytes    INTEGER,
+  stdout_bytes         INTEGER,
+  stdout_sha256        TEXT,
+  stdout_truncated     INTEGER,
+  stderr_bytes         INTEGER,
+  stderr_sha256        TEXT,
+  stderr_truncated     INTEGER,
+  validator_results    TEXT,
+  denied_egress        TEXT,
+  reason               TEXT,
+  hash                 TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX events_run_id ON events (run_id);
+CREATE INDEX events_time ON events (time_ns);
+-- One start per run id, one end (or interruption) per run id.
+CREATE UNIQUE INDEX events_one_start ON events (run_id) WHERE kind = 'start';
+CREATE UNIQUE INDEX events_one_end ON events (run_id) WHERE kind IN ('end', 'interrupted');
+
+CREATE TABLE checkpoints (
+  id          INTEGER PRIMARY KEY NOT NULL,
+  log_id      TEXT NOT NULL,
+  event_count INTEGER NOT NULL,
+  head_hash   TEXT NOT NULL,
+  time_ns     INTEGER NOT NULL,
+  public_key  TEXT NOT NULL,
+  signature   TEXT NOT NULL
+) STRICT;
+
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be changed'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be deleted'); END;
+CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: checkpoints cannot be changed'); END;
+CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: checkpoints cannot be deleted'); END;
+CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: meta cannot be changed'); END;
+CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: meta cannot be deleted'); END;
+
+-- One row per run attempt: every start (joined with its end or interruption, if any) and every
+-- refusal. state: running (no end yet), finished, interrupted, refused.
+CREATE VIEW runs AS
+SELECT
+  s.run_id AS run_id,
+  CASE WHEN e.kind IS NULL THEN 'running'
+       WHEN e.kind = 'interrupted' THEN 'interrupted'
+       ELSE 'finished' END AS state,
+  e.verdict AS verdict,
+  s.time_ns AS start_ns,
+  strftime('%Y-%m-%dT%H:%M:%S', s.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (s.time_ns / 1000000) % 1000) AS started_at,
+  e.time_ns AS end_ns,
+  CASE WHEN e.time_ns IS NULL THEN NULL ELSE
+    strftime('%Y-%m-%dT%H:%M:%S', e.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (e.time_ns / 1000000) % 1000) END AS ended_at,
+  s.uid AS uid, s.gid AS gid, s.pid AS pid,
+  s.policy_name AS policy_name,
+  s.policy_source_digest AS policy_source_digest,
+  s.plan_digest AS plan_digest,
+  s.backend AS backend, s.backend_mode AS backend_mode,
+  s.argv AS argv,
+  e.exit_code AS exit_code, e.signal AS signal,
+  e.limits_fired AS limits_fired,
+  e.wall_ns AS wall_ns, e.wall_ns / 1e6 AS wall_ms,
+  e.cpu_ns AS cpu_ns, e.cpu_ns / 1e6 AS cpu_ms,
+  e.peak_memory_bytes AS peak_memory_bytes,
+  e.stdout_bytes AS stdout_bytes, e.stdout_sha256 AS stdout_sha256,
+  e.stdout_truncated AS stdout_truncated,
+  e.stderr_bytes AS stderr_bytes, e.stderr_sha256 AS stderr_sha256,
+  e.stderr_truncated AS stderr_truncated,
+  e.validator_results AS validator_results,
+  e.denied_egress AS denied_egress,
+  e.reason AS reason,
+  s.seq AS start_seq, e.seq AS end_seq
+FROM events AS s
+LEFT JOIN events AS e ON e.run_id = s.run_id AND e.kind IN ('end', 'interrupted')
+WHERE s.kind = 'start'
+UNION ALL
+SELECT
+  r.run_id, 'refused', r.verdict, r.time_ns,
+  strftime('%Y-%m-%dT%H:%M:%S', r.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (r.time_ns / 1000000) % 1000),
+  NULL, NULL,
+  r.uid, r.gid, r.pid, r.policy_name, r.policy_source_digest, r.plan_digest,
+  NULL, NULL, r.argv,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+  r.reason, r.seq, NULL
+FROM events AS r
+WHERE r.kind = 'refusal';
+
+-- Refused requests only.
+CREATE VIEW refusals AS
+SELECT run_id, started_at AS refused_at, start_ns AS time_ns, uid, gid, pid, policy_name,
+       policy_source_digest, plan_digest, argv, reason, start_seq AS seq
+FROM runs WHERE state = 'refused';
+
+-- One row per (run, limit that fired): limit_name is wall_time, cpu_time, memory, pids,
+-- open_files, output or disk.
+CREATE VIEW limit_hits AS
+SELECT r.run_id, r.started_at, r.start_ns, r.policy_name, r.uid, r.verdict,
+       l.value AS limit_name, r.peak_memory_bytes, r.wall_ms, r.cpu_ms, r.argv
+FROM runs AS r, json_each(r.limits_fired) AS l
+WHERE r.limits_fired IS NOT NULL;
+
+-- One row per (run, validator result).
+CREATE VIEW validations AS
+SELECT r.run_id, r.started_at, r.start_ns, r.policy_name, r.verdict,
+       json_extract(v.value, '$.name') AS validator,
+       json_extract(v.value, '$.outcome') AS outcome,
+       json_extract(v.value, '$.detail') AS detail
+FROM runs AS r, json_each(r.validator_results) AS v
+WHERE r.validator_results IS NOT NULL;
+
+-- One row per (run, destination the network layer refused).
+CREATE VIEW egress_denials AS
+SELECT r.run_id, r.started_at, r.start_ns, r.policy_name,
+       json_extract(d.value, '$.destination') AS destination,
+       json_extract(d.value, '$.count') AS attempts
+FROM runs AS r, json_each(r.denied_egress) AS d
+WHERE r.denied_egress IS NOT NULL;
+)sql";
+
+}  // namespace safex::audit::internal

@@ -1,0 +1,17 @@
+// The audit database's schema: tables, append-only triggers and the auditor views
+// (docs/audit.md describes every column). Internal to the audit library.
+#pragma once
+
+#include <cstdint>
+
+namespace safex::audit::internal {
+
+// PRAGMA application_id: 'SFXA'. A database with another id is not ours and is refused.
+inline constexpr int32_t kApplicationId = 0x53465841;
+// PRAGMA user_version: bumped on any change to the tables or the canonical encoding.
+inline constexpr int32_t kSchemaVersion = 1;
+
+// Creates tables, indexes, triggers and views. Run once, inside the creating transaction.
+extern const char* const kCreateSchemaSql;
+
+}  // namespace safex::audit::internal
