@@ -1,0 +1,622 @@
+#include "plan/verify.h"
+
+#include <re2/re2.h>
+#include <seccomp.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include "common/sha256.h"
+#include "plan/address_class.h"
+
+namespace safex::plan {
+namespace {
+
+class Checker {
+ public:
+  Checker(const Plan& p, const Ceilings& c) : p_(p), c_(c) {}
+
+  std::vector<Violation> Run() {
+    CheckStrings();
+    CheckHeader();
+    CheckBackend();
+    CheckLimits();
+    CheckProcess();
+    CheckMounts();
+    CheckEgress();
+    CheckEnv();
+    CheckSeccomp();
+    CheckValidators();
+    CheckOutputs();
+    CheckOverrides();
+    return std::move(out_);
+  }
+
+ private:
+  void Add(const char* code, std::string field, std::string message) {
+    out_.push_back(Violation{code, std::move(field), std::move(message)});
+  }
+  static std::string Idx(const std::string& base, size_t i) {
+    return base + "[" + std::to_string(i) + "]";
+  }
+  bool Untrusted() const { return p_.trust == Trust::kUntrusted; }
+
+  // -------------------------------------------------------------------------------------------
+  static bool ValidUtf8(const std::string& s) {
+    size_t i = 0, n = s.size();
+    while (i < n) {
+      unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c == 0) return false;
+      if (c < 0x80) {
+        ++i;
+        continue;
+      }
+      int len;
+      uint32_t cp;
+      if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        cp = c & 0x1f;
+      } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        cp = c & 0x0f;
+      } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        cp = c & 0x07;
+      } else {
+        return false;
+      }
+      if (i + len > n) return false;
+      for (int k = 1; k < len; ++k) {
+        unsigned char cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xc0) != 0x80) return false;
+        cp = (cp << 6) | (cc & 0x3f);
+      }
+      if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+          cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+        return false;
+      }
+      i += len;
+    }
+    return true;
+  }
+
+  void Str(const std::string& field, const std::string& s) {
+    if (!ValidUtf8(s)) Add("E087", field, "is not valid UTF-8 or contains NUL");
+  }
+
+  void CheckStrings() {
+    Str("policy_name", p_.policy_name);
+    for (size_t i = 0; i < p_.sources.size(); ++i) Str(Idx("sources", i) + ".path", p_.sources[i].path);
+    Str("gvisor.platform", p_.gvisor.platform);
+    Str("process.cwd", p_.process.cwd);
+    for (size_t i = 0; i < p_.mounts.size(); ++i) {
+      Str(Idx("mounts", i) + ".target", p_.mounts[i].target);
+      Str(Idx("mounts", i) + ".source", p_.mounts[i].source);
+    }
+    for (size_t i = 0; i < p_.network.egress.size(); ++i) {
+      Str(Idx("network.egress", i) + ".host", p_.network.egress[i].host);
+    }
+    for (const auto& [k, v] : p_.env) {
+      // Env values may be any bytes but NUL; names are checked in CheckEnv.
+      if (v.find('\0') != std::string::npos) Add("E087", "env." + k, "value contains NUL");
+      if (!ValidUtf8(v)) Add("E087", "env." + k, "value is not valid UTF-8");
+    }
+    for (size_t i = 0; i < p_.validators.size(); ++i) {
+      const auto& v = p_.validators[i];
+      Str(Idx("validators", i) + ".path", v.path);
+      for (size_t k = 0; k < v.regex.size(); ++k) {
+        Str(Idx(Idx("validators", i) + ".regex", k) + ".pattern", v.regex[k].pattern);
+        Str(Idx(Idx("validators", i) + ".regex", k) + ".replacement", v.regex[k].replacement);
+      }
+    }
+    for (size_t i = 0; i < p_.overrides.size(); ++i) {
+      Str(Idx("overrides", i) + ".reason", p_.overrides[i].reason);
+      Str(Idx("overrides", i) + ".field", p_.overrides[i].field);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  static bool IsHex64(const std::string& s) {
+    if (s.size() != 64) return false;
+    for (char ch : s) {
+      if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+    }
+    return true;
+  }
+
+  void CheckHeader() {
+    if (p_.format_version != kPlanFormatVersion) {
+      Add("E060", "format_version",
+          "plan format version " + std::to_string(p_.format_version) + " is not supported (this "
+          "build reads version " + std::to_string(kPlanFormatVersion) + ")");
+    }
+    if (p_.policy_name.empty() || p_.policy_name.size() > 128) {
+      Add("E086", "policy_name", "policy name must be 1 to 128 bytes");
+    }
+    if (p_.sources.empty()) {
+      Add("E086", "sources", "the plan names no source file");
+    }
+    std::string concat;
+    for (size_t i = 0; i < p_.sources.size(); ++i) {
+      if (!IsHex64(p_.sources[i].sha256)) {
+        Add("E086", Idx("sources", i) + ".sha256", "is not a lowercase SHA-256 hex digest");
+      }
+      concat += p_.sources[i].sha256;
+    }
+    if (!p_.sources.empty() && p_.source_digest != Sha256Hex(concat)) {
+      Add("E086", "source_digest", "does not match the digests of the sources");
+    }
+  }
+
+  void CheckBackend() {
+    if (Untrusted() && p_.backend != Backend::kGvisor && p_.backend != Backend::kMicrovm) {
+      Add("E061", "backend",
+          std::string("untrusted code must run under gvisor or microvm, not ") +
+              BackendName(p_.backend));
+    }
+    if (!c_.allowed_backends.count(p_.backend)) {
+      Add("E062", "backend",
+          std::string("backend ") + BackendName(p_.backend) +
+              " is not permitted by this host's ceilings");
+    }
+    if (p_.gvisor.platform != "systrap" && p_.gvisor.platform != "ptrace") {
+      Add("E084", "gvisor.platform", "gvisor platform must be systrap or ptrace");
+    }
+    if (p_.microvm.vcpus == 0 || p_.microvm.vcpus > 64) {
+      Add("E084", "microvm.vcpus", "microvm vcpus must be between 1 and 64");
+    } else if (p_.backend == Backend::kMicrovm && c_.max.cpus != 0 &&
+               p_.microvm.vcpus > c_.max.cpus) {
+      Add("E084", "microvm.vcpus", "microvm vcpus exceed the host's cpus ceiling");
+    }
+  }
+
+  void Limit(const char* name, uint64_t v, uint64_t max) {
+    std::string field = std::string("limits.") + name;
+    if (v == 0) {
+      Add("E063", field, std::string("limit ") + name + " is missing (must be > 0)");
+    } else if (v > max) {
+      Add("E064", field,
+          std::string("limit ") + name + " = " + std::to_string(v) +
+              " exceeds this host's ceiling of " + std::to_string(max));
+    }
+  }
+
+  void CheckLimits() {
+    const Limits& l = p_.limits;
+    const Limits& m = c_.max;
+    Limit("wall_time_ns", l.wall_time_ns, m.wall_time_ns);
+    Limit("cpu_time_ns", l.cpu_time_ns, m.cpu_time_ns);
+    Limit("memory_bytes", l.memory_bytes, m.memory_bytes);
+    Limit("pids", l.pids, m.pids);
+    Limit("open_files", l.open_files, m.open_files);
+    Limit("output_bytes", l.output_bytes, m.output_bytes);
+    Limit("disk_bytes", l.disk_bytes, m.disk_bytes);
+    Limit("cpus", l.cpus, m.cpus);
+  }
+
+  void CheckProcess() {
+    if (Untrusted() && (p_.process.uid == 0 || p_.process.gid == 0)) {
+      Add("E083", p_.process.uid == 0 ? "process.uid" : "process.gid",
+          "untrusted code may not run as root (uid or gid 0) inside the sandbox");
+    }
+    if (!IsNormalAbsolutePath(p_.process.cwd)) {
+      Add("E083", "process.cwd", "cwd must be an absolute, normalised path");
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  bool SourceForbidden(const std::string& src, std::string* why) const {
+    if (src == "/") {
+      *why = "the host root";
+      return true;
+    }
+    auto check_list = [&](const std::vector<std::string>& list, const char* what) {
+      for (const auto& f : list) {
+        if (f == "/") continue;
+        if (PathWithin(src, f)) {
+          *why = std::string(what) + " " + f;
+          return true;
+        }
+        if (PathWithin(f, src)) {
+          *why = "a directory containing " + std::string(what) + " " + f;
+          return true;
+        }
+      }
+      return false;
+    };
+    if (check_list(ProtectedHostPaths(), "the protected host path")) return true;
+    std::vector<std::string> op;
+    for (const auto& f : c_.forbidden_mount_sources) {
+      if (IsNormalAbsolutePath(f)) op.push_back(f);
+    }
+    return check_list(op, "the operator-forbidden path");
+  }
+
+  void CheckMounts() {
+    if (p_.mounts.size() > kMaxMounts) {
+      Add("E089", "mounts", "more than " + std::to_string(kMaxMounts) + " mounts");
+    }
+    size_t inputs = 0;
+    for (size_t i = 0; i < p_.mounts.size(); ++i) {
+      const Mount& m = p_.mounts[i];
+      std::string f = Idx("mounts", i);
+      if (!IsNormalAbsolutePath(m.target)) {
+        Add("E065", f + ".target",
+            "mount target \"" + m.target + "\" is not an absolute, normalised path");
+      } else if (m.target == "/") {
+        Add("E065", f + ".target", "a mount may not replace the sandbox root \"/\"");
+      } else {
+        for (const char* kernel : {"/proc", "/sys", "/dev"}) {
+          if (PathWithin(m.target, kernel)) {
+            Add("E065", f + ".target",
+                "mount target \"" + m.target + "\" is inside " + kernel +
+                    ", which the sandbox provides itself");
+          }
+        }
+        for (size_t k = 0; k < i; ++k) {
+          const std::string& o = p_.mounts[k].target;
+          if (!IsNormalAbsolutePath(o)) continue;
+          if (PathWithin(m.target, o) || PathWithin(o, m.target)) {
+            Add("E066", f + ".target",
+                "mount target \"" + m.target + "\" overlaps mount target \"" + o + "\"");
+          }
+        }
+      }
+      bool writable = !m.read_only;
+      if (m.kind == MountKind::kBind) {
+        std::string why;
+        if (!IsNormalAbsolutePath(m.source)) {
+          Add("E067", f + ".source",
+              "bind source \"" + m.source + "\" is not an absolute, normalised path");
+        } else if (SourceForbidden(m.source, &why)) {
+          Add("E067", f + ".source", "bind source \"" + m.source + "\" is " + why);
+        } else {
+          CheckSourceOnDisk(f, m.source);
+        }
+        if (writable && Untrusted()) {
+          Add("E068", f + ".read_only", "untrusted code may not have a writable host bind mount");
+        }
+        if (m.size_bytes != 0) Add("E069", f + ".size_bytes", "a bind mount has no size cap");
+      } else {
+        if (!m.source.empty()) {
+          Add("E068", f + ".source",
+              std::string("a ") + MountKindName(m.kind) + " mount takes no host source");
+        }
+      }
+      if (m.kind == MountKind::kTmpfs || m.kind == MountKind::kOutput) {
+        if (m.size_bytes == 0) {
+          Add("E069", f + ".size_bytes",
+              std::string(MountKindName(m.kind)) + " mount at \"" + m.target + "\" has no size cap");
+        } else if (m.size_bytes > c_.max.disk_bytes) {
+          Add("E069", f + ".size_bytes",
+              "mount size " + std::to_string(m.size_bytes) + " exceeds this host's disk ceiling of " +
+                  std::to_string(c_.max.disk_bytes));
+        }
+      }
+      if (m.kind == MountKind::kInput) {
+        ++inputs;
+        if (inputs == 2) Add("E070", f, "a plan has at most one input mount");
+        if (writable) Add("E070", f + ".read_only", "the input mount must be read-only");
+        if (m.size_bytes != 0) Add("E069", f + ".size_bytes", "an input mount has no size cap");
+      }
+      if (writable) {
+        if (!m.nosuid || !m.nodev) {
+          Add("E068", f, "writable mount \"" + m.target + "\" must be nosuid and nodev");
+        }
+        if (Untrusted() && !m.noexec) {
+          Add("E068", f + ".noexec",
+              "writable mount \"" + m.target + "\" must be noexec for untrusted code");
+        }
+      }
+    }
+  }
+
+  void CheckSourceOnDisk(const std::string& f, const std::string& src) {
+    struct stat st;
+    if (lstat(src.c_str(), &st) != 0) return;  // absent here; the driver fails at mount time
+    if (S_ISSOCK(st.st_mode)) {
+      Add("E067", f + ".source", "bind source \"" + src + "\" is a socket");
+      return;
+    }
+    char resolved[PATH_MAX];
+    if (realpath(src.c_str(), resolved) == nullptr) return;
+    std::string r = resolved;
+    std::string why;
+    if (r != src && SourceForbidden(r, &why)) {
+      Add("E067", f + ".source", "bind source \"" + src + "\" resolves to " + r + ", " + why);
+      return;
+    }
+    if (stat(resolved, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      Add("E067", f + ".source", "bind source \"" + src + "\" resolves to a socket");
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  static bool LocalOnlyName(std::string host) {
+    for (auto& ch : host) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (!host.empty() && host.back() == '.') host.pop_back();
+    auto ends = [&](const std::string& suffix) {
+      return host.size() > suffix.size() &&
+             host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return host == "localhost" || ends(".localhost") || ends(".local") || host == "metadata" ||
+           host == "metadata.google.internal" || host == "instance-data" ||
+           ends(".internal") || host == "ip6-localhost" || host == "ip6-loopback";
+  }
+
+  void CheckEgress() {
+    const auto& eg = p_.network.egress;
+    if (eg.size() > kMaxEgress) {
+      Add("E089", "network.egress", "more than " + std::to_string(kMaxEgress) + " egress rules");
+    }
+    std::set<std::tuple<std::string, uint16_t, Protocol>> seen;
+    for (size_t i = 0; i < eg.size(); ++i) {
+      const EgressRule& e = eg[i];
+      std::string f = Idx("network.egress", i);
+      if (e.port == 0) Add("E072", f + ".port", "egress port must be 1 to 65535");
+      auto ip = IpAddress::Parse(e.host);
+      if (ip) {
+        if (!EgressAllowed(*ip, c_)) {
+          Add("E073", f + ".host",
+              "egress to " + e.host + " is refused: it is a " +
+                  AddressClassName(Classify(*ip)) + " address" +
+                  (Classify(*ip) == AddressClass::kPrivate || Classify(*ip) == AddressClass::kCgnat
+                       ? " outside the host's allowed egress ranges"
+                       : ""));
+        }
+      } else if (!IsValidDnsName(e.host)) {
+        Add("E072", f + ".host",
+            "egress host \"" + e.host + "\" is neither a DNS name nor an IP address literal");
+      } else if (LocalOnlyName(e.host)) {
+        Add("E072", f + ".host",
+            "egress host \"" + e.host + "\" names the local machine or a metadata service");
+      }
+      if (!seen.insert({e.host, e.port, e.protocol}).second) {
+        Add("E072", f, "duplicate egress rule " + e.host + ":" + std::to_string(e.port));
+      }
+    }
+  }
+
+  void CheckEnv() {
+    if (p_.env.size() > kMaxEnv) {
+      Add("E089", "env", "more than " + std::to_string(kMaxEnv) + " environment variables");
+    }
+    for (const auto& [k, v] : p_.env) {
+      std::string f = "env." + k;
+      bool valid = !k.empty() && k.size() <= 256 && !(k[0] >= '0' && k[0] <= '9');
+      for (char ch : k) {
+        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) valid = false;
+      }
+      if (!valid) {
+        Add("E075", f, "environment variable names are [A-Za-z_][A-Za-z0-9_]*, at most 256 bytes");
+        continue;
+      }
+      if (k.rfind("LD_", 0) == 0 || k == "GLIBC_TUNABLES") {
+        Add("E074", f,
+            k + " would change how the dynamic loader runs the program; it may not be set");
+      }
+      if (v.size() > kMaxEnvValueBytes) {
+        Add("E075", f, "environment value longer than " + std::to_string(kMaxEnvValueBytes));
+      }
+    }
+  }
+
+  void Errno(const std::string& f, int e) {
+    if (e < 1 || e > 4095) Add("E078", f, "errno value must be 1 to 4095");
+  }
+
+  void CheckSeccomp() {
+    const Seccomp& s = p_.seccomp;
+    if (s.default_action == SyscallAction::kErrno) Errno("seccomp.default_errno", s.default_errno);
+    if (s.rules.size() > kMaxSyscallRules) {
+      Add("E089", "seccomp.rules", "more than " + std::to_string(kMaxSyscallRules) + " rules");
+    }
+    for (size_t i = 0; i < s.rules.size(); ++i) {
+      const SyscallRule& r = s.rules[i];
+      std::string f = Idx("seccomp.rules", i);
+      if (!IsKnownSyscall(r.name)) {
+        Add("E076", f + ".name", "\"" + r.name + "\" is not a known x86_64 system call");
+      }
+      if (i > 0 && s.rules[i - 1].name >= r.name) {
+        Add("E077", f + ".name",
+            s.rules[i - 1].name == r.name ? "duplicate rule for system call " + r.name
+                                          : "rules are not sorted by name");
+      }
+      if (r.action == SyscallAction::kErrno) Errno(f + ".errno_value", r.errno_value);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  void CheckValidators() {
+    if (p_.validators.size() > kMaxValidators) {
+      Add("E089", "validators", "more than " + std::to_string(kMaxValidators) + " validators");
+    }
+    for (size_t i = 0; i < p_.validators.size(); ++i) {
+      const Validator& v = p_.validators[i];
+      std::string f = Idx("validators", i);
+      if (v.max_bytes == 0) {
+        Add("E079", f + ".max_bytes", "a validator must cap the size it reads (max)");
+      } else if (v.target != ValidatorTarget::kFile && v.max_bytes > p_.limits.output_bytes) {
+        Add("E079", f + ".max_bytes",
+            std::string(ValidatorTargetName(v.target)) +
+                " validator max exceeds the run's output limit");
+      } else if (v.target == ValidatorTarget::kFile && v.max_bytes > c_.max.disk_bytes) {
+        Add("E079", f + ".max_bytes", "file validator max exceeds this host's disk ceiling");
+      }
+      if (v.target == ValidatorTarget::kFile) {
+        CheckValidatorPath(f, v.path);
+      } else if (!v.path.empty()) {
+        Add("E071", f + ".path", "a stream validator takes no path");
+      }
+      if (v.regex.size() > kMaxRegexPerValidator) {
+        Add("E080", f + ".regex",
+            "more than " + std::to_string(kMaxRegexPerValidator) + " patterns in one validator");
+      }
+      for (size_t k = 0; k < v.regex.size(); ++k) {
+        const RegexRule& r = v.regex[k];
+        std::string rf = Idx(f + ".regex", k);
+        if (r.pattern.empty() || r.pattern.size() > kMaxRegexBytes) {
+          Add("E080", rf + ".pattern",
+              "patterns must be 1 to " + std::to_string(kMaxRegexBytes) + " bytes");
+          continue;
+        }
+        if (r.replacement.size() > kMaxReplacementBytes) {
+          Add("E080", rf + ".replacement",
+              "replacement longer than " + std::to_string(kMaxReplacementBytes) + " bytes");
+        }
+        RE2::Options opt;
+        opt.set_log_errors(false);
+        opt.set_max_mem(8 << 20);
+        RE2 re(r.pattern, opt);
+        if (!re.ok()) {
+          Add("E081", rf + ".pattern", "pattern does not compile: " + re.error());
+        }
+      }
+      if (v.json) {
+        if (v.json->max_depth == 0 || v.json->max_depth > kMaxJsonDepth) {
+          Add("E080", f + ".json.max_depth",
+              "json max depth must be 1 to " + std::to_string(kMaxJsonDepth));
+        }
+        if (v.json->required.size() > kMaxJsonRequired) {
+          Add("E080", f + ".json.required",
+              "more than " + std::to_string(kMaxJsonRequired) + " required keys");
+        }
+        static const std::set<std::string> kTypes = {"string", "number", "integer", "boolean",
+                                                     "object", "array",  "null"};
+        for (const auto& [key, type] : v.json->required) {
+          if (!kTypes.count(type)) {
+            Add("E082", f + ".json.required." + key,
+                "unknown json type \"" + type +
+                    "\" (string, number, integer, boolean, object, array or null)");
+          }
+          if (key.empty() || key.size() > 256 || !ValidUtf8(key)) {
+            Add("E082", f + ".json.required", "required keys must be 1 to 256 bytes of UTF-8");
+          }
+        }
+      }
+    }
+  }
+
+  void CheckValidatorPath(const std::string& f, const std::string& path) {
+    if (!IsNormalAbsolutePath(path) || path == "/") {
+      Add("E071", f + ".path", "file validator path \"" + path + "\" is not absolute and normalised");
+      return;
+    }
+    for (const Mount& m : p_.mounts) {
+      if (m.kind == MountKind::kOutput && IsNormalAbsolutePath(m.target) &&
+          PathWithin(path, m.target) && path != m.target) {
+        return;
+      }
+    }
+    Add("E071", f + ".path", "file validator path \"" + path + "\" is not under an output mount");
+  }
+
+  void CheckOutputs() {
+    bool has_output = false;
+    for (const Mount& m : p_.mounts) has_output |= m.kind == MountKind::kOutput;
+    if (has_output) {
+      if (p_.outputs.max_files == 0) {
+        Add("E085", "outputs.max_files", "a plan with an output mount must cap the files collected");
+      }
+      if (p_.outputs.max_total_bytes == 0) {
+        Add("E085", "outputs.max_total_bytes",
+            "a plan with an output mount must cap the bytes collected");
+      }
+    }
+    if (p_.outputs.max_total_bytes > c_.max.disk_bytes) {
+      Add("E085", "outputs.max_total_bytes", "exceeds this host's disk ceiling");
+    }
+    if (p_.outputs.max_files > 100000) {
+      Add("E085", "outputs.max_files", "at most 100000 files may be collected");
+    }
+  }
+
+  void CheckOverrides() {
+    for (size_t i = 0; i < p_.overrides.size(); ++i) {
+      const Override& o = p_.overrides[i];
+      if (o.field.empty() || o.reason.empty()) {
+        Add("E088", Idx("overrides", i), "an override must name its field and give a reason");
+      }
+    }
+  }
+
+  const Plan& p_;
+  const Ceilings& c_;
+  std::vector<Violation> out_;
+};
+
+}  // namespace
+
+bool IsNormalAbsolutePath(const std::string& p) {
+  if (p.empty() || p[0] != '/' || p.size() > 4096) return false;
+  if (p == "/") return true;
+  if (p.back() == '/') return false;
+  size_t i = 1;
+  while (i <= p.size()) {
+    size_t j = p.find('/', i);
+    if (j == std::string::npos) j = p.size();
+    std::string_view comp(p.data() + i, j - i);
+    if (comp.empty() || comp == "." || comp == "..") return false;
+    for (char ch : comp) {
+      if (ch == '\0' || static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return false;
+    }
+    i = j + 1;
+  }
+  return true;
+}
+
+bool PathWithin(const std::string& p, const std::string& dir) {
+  if (dir == "/") return true;
+  if (p.size() < dir.size() || p.compare(0, dir.size(), dir) != 0) return false;
+  return p.size() == dir.size() || p[dir.size()] == '/';
+}
+
+bool IsValidDnsName(const std::string& host) {
+  std::string h = host;
+  if (!h.empty() && h.back() == '.') h.pop_back();  // fully qualified form
+  if (h.empty() || h.size() > 253) return false;
+  size_t start = 0;
+  std::string_view last;
+  while (start <= h.size()) {
+    size_t dot = h.find('.', start);
+    if (dot == std::string::npos) dot = h.size();
+    std::string_view label(h.data() + start, dot - start);
+    if (label.empty() || label.size() > 63) return false;
+    if (label.front() == '-' || label.back() == '-') return false;
+    for (char ch : label) {
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-')) return false;
+    }
+    last = label;
+    start = dot + 1;
+  }
+  bool all_digits = true;
+  for (char ch : last) all_digits &= std::isdigit(static_cast<unsigned char>(ch)) != 0;
+  return !all_digits;
+}
+
+bool IsKnownSyscall(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name) {
+    if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
+          ch == '_')) {
+      return false;
+    }
+  }
+  return seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name.c_str()) >= 0;
+}
+
+const std::vector<std::string>& ProtectedHostPaths() {
+  static const std::vector<std::string> kPaths = {
+      "/proc", "/sys",  "/dev",     "/etc",           "/root",      "/home",     "/boot",
+      "/run",  "/var/run", "/var/lib/safex", "/etc/safex", "/run/safex",
+  };
+  return kPaths;
+}
+
+std::vector<Violation> Verify(const Plan& plan, const Ceilings& ceilings) {
+  return Checker(plan, ceilings).Run();
+}
+
+}  // namespace safex::plan
