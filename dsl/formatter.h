@@ -11,4 +11,9 @@ namespace safex::dsl {
 // REQUIRES: file parsed without errors.
 std::string Format(const File& file);
 
+// One value in canonical source form, on one line: `ptrace`, `"a\"b"`, `64MiB`, `/a\/b/`,
+// `[a, "b"]`. For messages that quote a value back to the user (escape it for the terminal
+// through RenderDiagnostic, which does so for every message).
+std::string FormatValue(const Value& value);
+
 }  // namespace safex::dsl

@@ -38,4 +38,12 @@ struct UnitInfo {
 };
 const std::vector<UnitInfo>& Units();
 
+// The unit called exactly `name` (case-sensitive: `m` is minutes, `M` is unknown), or nullptr.
+const UnitInfo* FindUnit(std::string_view name);
+
+// The value of a kQuantity in base units (bytes or nanoseconds): number * scale. Returns false,
+// leaving *out untouched, when v is not a quantity, its unit is unknown, or the product does not
+// fit in 64 bits. (Parse() already rejects quantities that overflow, with E009.)
+bool ToBaseUnits(const Value& v, uint64_t* out);
+
 }  // namespace safex::dsl
