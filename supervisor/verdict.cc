@@ -4,23 +4,6 @@
 
 namespace safex::supervisor {
 
-const char* VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kNonzeroExit: return "nonzero-exit";
-    case Verdict::kTimeout: return "timeout";
-    case Verdict::kCpuLimit: return "cpu-limit";
-    case Verdict::kMemoryLimit: return "memory-limit";
-    case Verdict::kPidsLimit: return "pids-limit";
-    case Verdict::kOutputLimit: return "output-limit";
-    case Verdict::kValidatorRejected: return "validator-rejected";
-    case Verdict::kRefused: return "refused";
-    case Verdict::kSetupError: return "setup-error";
-    case Verdict::kInterrupted: return "interrupted";
-  }
-  return "unknown";
-}
-
 Verdict VerdictOf(const drivers::RunResult& r) {
   using drivers::LimitHit;
   switch (r.limit) {

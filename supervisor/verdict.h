@@ -4,25 +4,14 @@
 
 #include <string>
 
+#include "audit/verdict.h"
 #include "drivers/driver.h"
 
 namespace safex::supervisor {
 
-enum class Verdict {
-  kOk,                 // the program exited 0 and every validator passed
-  kNonzeroExit,        // the program exited with a non-zero status or died of a signal of its own
-  kTimeout,            // killed at the wall-time limit
-  kCpuLimit,           // killed at the CPU-time limit
-  kMemoryLimit,        // killed by the memory limit (OOM in the sandbox's cgroup)
-  kPidsLimit,          // the program failed because process creation hit the pids limit
-  kOutputLimit,        // stopped because stdout+stderr exceeded the capture cap
-  kValidatorRejected,  // a validator rejected what came out
-  kRefused,            // nothing ran: policy, plan, backend, audit or request refused
-  kSetupError,         // nothing ran: the sandbox could not be created
-  kInterrupted,        // the supervisor stopped (SIGTERM/crash) before the run ended
-};
-
-const char* VerdictName(Verdict v);
+// The verdict list itself is audit::Verdict (audit/verdict.h): one list for the whole project.
+using audit::Verdict;
+using audit::VerdictName;
 
 // Exit statuses (design.md, "Command line"):
 inline constexpr int kExitTimeout = 124;            // as timeout(1)
