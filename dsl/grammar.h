@@ -214,6 +214,8 @@ struct statement_r {
     }
     ctx.Restore(checkpoint);
     const char* resume = ctx.SkipStatement(start);
+    if (ctx.resume_hint != nullptr && ctx.resume_hint > resume) resume = ctx.resume_hint;
+    ctx.resume_hint = nullptr;
     if (resume == start) {
       // A stray `}` at the top level: skip the rest of its line, so a run of them (or a line of
       // junk after one) is one error, and parsing always makes progress.
@@ -260,7 +262,9 @@ struct UnclosedBlockAtEof {
   static bool Match(Input& in, ParseContext& ctx) {
     if (!in.empty()) return false;
     const std::vector<const char*>& open = ctx.open();
-    if (!ctx.eof_errors_suppressed && !open.empty()) {
+    // An error inside the block (a string or list that swallowed a `}`, say) most likely
+    // explains the missing `}`: then this would only repeat it.
+    if (!ctx.eof_errors_suppressed && !open.empty() && !ctx.ErrorSince(open.front())) {
       ctx.eof_errors_suppressed = true;
       std::string help = "add `}` to close it";
       if (open.size() > 1) {
@@ -353,6 +357,10 @@ struct FailStatementStart {
       default:
         break;
     }
+    if (p + 1 < in.end() && p[0] == '/' && p[1] == '/') {
+      ctx.Fail(code::kUnexpected, here, "expected a statement, found `//`",
+               "comments start with `#`");
+    }
     std::string what = found;
     if (p < in.end()) {
       if (IsDigit(*p)) what = "a number";
@@ -419,6 +427,15 @@ template <typename Input>
     help = "add `]` to close it";
   } else {
     help = "expected `]` before the " + ctx.Describe(p) + " at " + Where(ctx, p);
+    // The `}` or `)` was meant as the list's `]`: recovery consumes it. At the top level there
+    // is nothing it could close: the rest of the line is junk too.
+    const char* resume = p + 1;
+    bool block_open = false;
+    for (const char* o : ctx.open()) block_open = block_open || *o == '{';
+    if (!block_open) {
+      while (!AtLineEnd(resume, in.end())) ++resume;
+    }
+    ctx.resume_hint = resume;
   }
   ctx.Fail(code::kUnclosed, ctx.CharSpan(open), "unclosed `[`: the list is never closed", help);
 }

@@ -80,6 +80,14 @@ void ParseContext::Report(const char* code, Span span, std::string message, std:
   if (diagnostics_->size() >= std::max<uint32_t>(limits_.max_diagnostics, 1)) throw FatalAbort{};
 }
 
+bool ParseContext::ErrorSince(const char* p) const {
+  const auto offset = static_cast<uint64_t>(p - base_);
+  for (auto it = diagnostics_->rbegin(); it != diagnostics_->rend(); ++it) {
+    if (it->span.begin.offset >= offset) return true;
+  }
+  return false;
+}
+
 void ParseContext::Fail(const char* code, Span span, std::string message, std::string help) {
   Report(code, span, std::move(message), std::move(help));
   throw SyntaxAbort{};
@@ -184,6 +192,11 @@ void ParseContext::EndAnnotation(const char* end) {
   frames_.pop_back();
   a.span.end = PositionAt(end);
   Statement& s = frames_.back().stmt;
+  if (s.annotations.size() >= limits_.max_items) {
+    Fail(code::kTooMany, a.span,
+         "too many annotations on one statement (the limit is " +
+             std::to_string(limits_.max_items) + ")");
+  }
   s.span.end = a.span.end;
   s.annotations.push_back(std::move(a));
 }
@@ -279,11 +292,15 @@ const char* ParseContext::SkipStatement(const char* from) {
         break;
       case '"':
       case '/': {
-        ++p;
-        while (p < end_ && *p != c && *p != '\n' && *p != '\r') {
-          p += (*p == '\\' && p + 1 < end_ && p[1] != '\n' && p[1] != '\r') ? 2 : 1;
+        // A string or regex closed on this line is skipped whole (brackets inside it do not
+        // count). An unclosed one is more likely a typo (`at /tmp {`) than a string that really
+        // holds the rest of the line, so then the quote is skipped alone. Linear: after an
+        // unclosed quote there is no other one of its kind on the line.
+        const char* q = p + 1;
+        while (q < end_ && *q != c && *q != '\n' && *q != '\r') {
+          q += (*q == '\\' && q + 1 < end_ && q[1] != '\n' && q[1] != '\r') ? 2 : 1;
         }
-        if (p < end_ && *p == c) ++p;
+        p = (q < end_ && *q == c) ? q + 1 : p + 1;
         break;
       }
       // Parentheses are not tracked: an annotation's `(...)` stays on one line, and an

@@ -60,6 +60,8 @@ class ParseContext {
 
   // Records an error. Throws FatalAbort once limits().max_diagnostics have been recorded.
   void Report(const char* code, Span span, std::string message, std::string help = "");
+  // Whether an error was reported at or after p.
+  bool ErrorSince(const char* p) const;
   // Records an error and abandons the current statement.
   [[noreturn]] void Fail(const char* code, Span span, std::string message, std::string help = "");
 
@@ -114,6 +116,9 @@ class ParseContext {
   // Set once an "unclosed at the end of the file" error was reported, or recovery ran to the end
   // of the file with brackets open: later unclosed-at-EOF errors would only repeat it.
   bool eof_errors_suppressed = false;
+  // Where to resume after the current statement fails, when that is past SkipStatement()'s
+  // answer (a mismatched `}` that ended a list is consumed with it).
+  const char* resume_hint = nullptr;
   const char* string_open = nullptr;  // the `"` of the string being lexed
   const char* regex_open = nullptr;   // the `/` of the regex being lexed
 

@@ -222,12 +222,22 @@ bool Prescan(std::string_view text, ParseContext& ctx) {
     }
     ok = false;
     const char* p = text.data() + i;
+    // One error for a run of bad bytes on one line (binary garbage is one error per line).
+    size_t j = i + (n == 0 ? 1 : n);
+    while (j < text.size() && text[j] != '\n') {
+      char32_t next;
+      const size_t m = text::DecodeUtf8(text, j, &next);
+      if (m == 0) {
+        ++j;
+      } else if (text::IsForbiddenRaw(next) || next == 0xFEFF ||
+                 (next == '\r' && !(j + 1 < text.size() && text[j + 1] == '\n'))) {
+        j += m;
+      } else {
+        break;
+      }
+    }
     char buf[64];
     if (n == 0) {
-      // Coalesce a run of invalid bytes on one line into one error.
-      size_t j = i + 1;
-      char32_t ignored;
-      while (j < text.size() && text[j] != '\n' && text::DecodeUtf8(text, j, &ignored) == 0) ++j;
       std::snprintf(buf, sizeof buf, "invalid UTF-8 (byte 0x%02x)", b);
       ctx.Report(code::kBadByte, ctx.SpanOf(p, text.data() + j), buf,
                  "policy files are UTF-8 text");
@@ -258,8 +268,8 @@ bool Prescan(std::string_view text, ParseContext& ctx) {
       help = "it can make the text display differently from how it parses; inside a string, "
              "write it as an escape";
     }
-    ctx.Report(code::kBadByte, ctx.SpanOf(p, p + n), buf, help);
-    i += n;
+    ctx.Report(code::kBadByte, ctx.SpanOf(p, text.data() + j), buf, help);
+    i = j;
   }
   return ok;
 }
