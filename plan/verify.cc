@@ -14,6 +14,26 @@
 namespace safex::plan {
 namespace {
 
+// Human units in messages ("64MiB", "30s"); exact, so nothing is rounded away.
+std::string Bytes(uint64_t b) {
+  static constexpr const char* kNames[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int i = 0; i < 4; ++i) {
+    uint64_t scale = 1ULL << (10 * (4 - i));
+    if (b != 0 && b % scale == 0) return std::to_string(b / scale) + kNames[i];
+  }
+  return std::to_string(b) + "B";
+}
+
+std::string Nanos(uint64_t ns) {
+  static constexpr std::pair<uint64_t, const char*> kUnits[] = {
+      {3600'000'000'000ULL, "h"}, {60'000'000'000ULL, "m"}, {1'000'000'000ULL, "s"},
+      {1'000'000ULL, "ms"}, {1'000ULL, "us"}};
+  for (const auto& [scale, name] : kUnits) {
+    if (ns != 0 && ns % scale == 0) return std::to_string(ns / scale) + name;
+  }
+  return std::to_string(ns) + "ns";
+}
+
 class Checker {
  public:
   Checker(const Plan& p, const Ceilings& c) : p_(p), c_(c) {}
@@ -172,28 +192,32 @@ class Checker {
     }
   }
 
-  void Limit(const char* name, uint64_t v, uint64_t max) {
+  // unit: 0 count, 1 bytes, 2 nanoseconds
+  void Limit(const char* name, uint64_t v, uint64_t max, int unit) {
     std::string field = std::string("limits.") + name;
+    auto fmt = [&](uint64_t x) {
+      return unit == 1 ? Bytes(x) : unit == 2 ? Nanos(x) : std::to_string(x);
+    };
     if (v == 0) {
       Add("E063", field, std::string("limit ") + name + " is missing (must be > 0)");
     } else if (v > max) {
       Add("E064", field,
-          std::string("limit ") + name + " = " + std::to_string(v) +
-              " exceeds this host's ceiling of " + std::to_string(max));
+          std::string("limit ") + name + " = " + fmt(v) + " exceeds this host's ceiling of " +
+              fmt(max));
     }
   }
 
   void CheckLimits() {
     const Limits& l = p_.limits;
     const Limits& m = c_.max;
-    Limit("wall_time_ns", l.wall_time_ns, m.wall_time_ns);
-    Limit("cpu_time_ns", l.cpu_time_ns, m.cpu_time_ns);
-    Limit("memory_bytes", l.memory_bytes, m.memory_bytes);
-    Limit("pids", l.pids, m.pids);
-    Limit("open_files", l.open_files, m.open_files);
-    Limit("output_bytes", l.output_bytes, m.output_bytes);
-    Limit("disk_bytes", l.disk_bytes, m.disk_bytes);
-    Limit("cpus", l.cpus, m.cpus);
+    Limit("wall_time_ns", l.wall_time_ns, m.wall_time_ns, 2);
+    Limit("cpu_time_ns", l.cpu_time_ns, m.cpu_time_ns, 2);
+    Limit("memory_bytes", l.memory_bytes, m.memory_bytes, 1);
+    Limit("pids", l.pids, m.pids, 0);
+    Limit("open_files", l.open_files, m.open_files, 0);
+    Limit("output_bytes", l.output_bytes, m.output_bytes, 1);
+    Limit("disk_bytes", l.disk_bytes, m.disk_bytes, 1);
+    Limit("cpus", l.cpus, m.cpus, 0);
   }
 
   void CheckProcess() {
@@ -291,8 +315,8 @@ class Checker {
               std::string(MountKindName(m.kind)) + " mount at \"" + m.target + "\" has no size cap");
         } else if (m.size_bytes > c_.max.disk_bytes) {
           Add("E069", f + ".size_bytes",
-              "mount size " + std::to_string(m.size_bytes) + " exceeds this host's disk ceiling of " +
-                  std::to_string(c_.max.disk_bytes));
+              "mount size " + Bytes(m.size_bytes) + " exceeds this host's disk ceiling of " +
+                  Bytes(c_.max.disk_bytes));
         }
       }
       if (m.kind == MountKind::kInput) {
@@ -605,6 +629,21 @@ bool IsKnownSyscall(const std::string& name) {
     }
   }
   return seccomp_syscall_resolve_name_arch(SCMP_ARCH_X86_64, name.c_str()) >= 0;
+}
+
+const std::vector<std::string>& KnownSyscalls() {
+  static const std::vector<std::string> kNames = [] {
+    std::set<std::string> names;
+    for (int nr = 0; nr < 1024; ++nr) {
+      char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+      if (name != nullptr) {
+        names.insert(name);
+        free(name);  // libseccomp allocates the returned name
+      }
+    }
+    return std::vector<std::string>(names.begin(), names.end());
+  }();
+  return kNames;
 }
 
 const std::vector<std::string>& ProtectedHostPaths() {

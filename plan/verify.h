@@ -77,6 +77,8 @@ bool PathWithin(const std::string& p, const std::string& dir);
 bool IsValidDnsName(const std::string& host);
 // Known to libseccomp as an x86_64 syscall.
 bool IsKnownSyscall(const std::string& name);
+// Every x86_64 syscall name libseccomp knows, sorted (for "did you mean" help).
+const std::vector<std::string>& KnownSyscalls();
 // Host paths no plan may bind (besides the operator's list).
 const std::vector<std::string>& ProtectedHostPaths();
 
