@@ -126,6 +126,23 @@ class Walker {
     }
     Refuse(rel, reason, std::move(detail), std::move(validators));
   }
+  // An open of a name we had classified failed: say what the name is now.
+  void RefuseOpenFailure(int dirfd, const std::string& name, const std::string& rel, int err,
+                         std::vector<size_t> validators = {}) {
+    struct stat st;
+    if ((err == ELOOP || err == ENOTDIR) &&
+        fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (S_ISLNK(st.st_mode)) {
+        Refuse(rel, RefusalReason::kSymlink,
+               "became a symlink before it was opened (never followed)", std::move(validators));
+      } else {
+        Refuse(rel, RefusalReason::kChanged, "was replaced between listing and opening",
+               std::move(validators));
+      }
+      return;
+    }
+    RefuseErrno(rel, "open", err, std::move(validators));
+  }
   int Open(int dirfd, const std::string& name, int flags) {
     return OpenComponent(dirfd, name, flags, options_.force_fallback, &out_->used_fallback);
   }
@@ -156,6 +173,8 @@ void Walker::Run(int mount_dirfd) {
     return;
   }
   root_dev_ = st.st_dev;
+  out_->used_fallback =
+      options_.force_fallback || g_openat2_missing.load(std::memory_order_relaxed);
   std::vector<PendingDir> stack;
   ProcessDir(root, "", 0, &stack);
   while (!stack.empty() && !stopped_) {
@@ -164,7 +183,7 @@ void Walker::Run(int mount_dirfd) {
     if (options_.before_open) options_.before_open(p.rel);
     const int fd = Open(p.parent->get(), p.name, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
-      RefuseErrno(p.rel, "opening the directory", -fd);
+      RefuseOpenFailure(p.parent->get(), p.name, p.rel, -fd);
       continue;
     }
     auto dir = std::make_shared<UniqueFd>(fd);
@@ -289,7 +308,7 @@ void Walker::CollectRegular(int dirfd, const std::string& name, const std::strin
   if (options_.before_open) options_.before_open(rel);
   const int raw = Open(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (raw < 0) {
-    RefuseErrno(rel, "open", -raw, matched);
+    RefuseOpenFailure(dirfd, name, rel, -raw, matched);
     return;
   }
   UniqueFd fd(raw);

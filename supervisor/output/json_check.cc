@@ -180,9 +180,9 @@ std::string Checker::Path() const {
 }
 
 bool Checker::ParseHex4(uint64_t at, uint32_t* value) {
-  if (n_ - at < 4) return Fail(at, "truncated \\u escape");
   uint32_t v = 0;
-  for (int k = 0; k < 4; ++k) {
+  for (uint64_t k = 0; k < 4; ++k) {
+    if (at + k >= n_) return Fail(at + k, "truncated \\u escape");
     const int h = HexValue(p_[at + k]);
     if (h < 0) return Fail(at + k, "\\u escape needs four hex digits");
     v = (v << 4) | static_cast<uint32_t>(h);
