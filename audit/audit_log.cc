@@ -218,6 +218,10 @@ Result<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path,
   log->options_ = options;
   log->impl_ = std::make_unique<Impl>();
   Status st = log->Init();
+  if (st.code() == Status::Code::kDataLoss) {
+    return Status::DataLoss("audit log " + path +
+                            " is corrupt or not an SQLite database: " + st.message());
+  }
   if (!st.ok()) return st.With("audit log " + path);
   return log;
 }
@@ -256,6 +260,12 @@ Status AuditLog::Init() {
   sqlite3* db = im.db.get();
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, options_.busy_timeout_ms);
+  if (!options_.read_only && !im.memory) {
+    // Keep the -wal and -shm files when the last writer closes, so that auditors without write
+    // access to the directory can still open the log read-only (SQLite needs them to exist).
+    int persist = 1;
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+  }
   if (!options_.read_only && sqlite3_db_readonly(db, "main") == 1) {
     return Status::PermissionDenied(
         "the file can only be opened read-only (permissions or a read-only file system); no run "
@@ -269,9 +279,6 @@ Status AuditLog::Init() {
     SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA application_id"));
     auto row = s.Step();
     if (!row.ok()) {
-      if (row.status().code() == Status::Code::kDataLoss) {
-        return Status::DataLoss("not an SQLite database, or corrupt: " + row.status().message());
-      }
       return row.status();
     }
     if (*row) app_id = static_cast<int32_t>(s.Int(0));
@@ -634,6 +641,19 @@ Result<uint64_t> AuditLog::EventCount() {
   uint64_t n = have ? static_cast<uint64_t>(s.Int(0)) : 0;
   s.Reset();
   return n;
+}
+
+Result<AuditLog::Durability> AuditLog::GetDurability() {
+  Durability d;
+  SAFEX_ASSIGN_OR_RETURN(Stmt j, Stmt::Prepare(impl_->db.get(), "PRAGMA journal_mode"));
+  SAFEX_ASSIGN_OR_RETURN(bool have, j.Step());
+  if (have) d.journal_mode = j.Text(0);
+  j.Reset();
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(impl_->db.get(), "PRAGMA synchronous"));
+  SAFEX_ASSIGN_OR_RETURN(have, s.Step());
+  if (have) d.synchronous = static_cast<int>(s.Int(0));
+  s.Reset();
+  return d;
 }
 
 Result<std::vector<Checkpoint>> AuditLog::Checkpoints() {

@@ -165,6 +165,14 @@ class AuditLog {
   Result<Checkpoint> MakeCheckpoint();
   Result<std::vector<Checkpoint>> Checkpoints();
 
+  // This connection's durability settings: journal_mode "wal" and synchronous 2 (FULL) for a
+  // file log.
+  struct Durability {
+    std::string journal_mode;
+    int synchronous = 0;
+  };
+  Result<Durability> GetDurability();
+
   const std::string& path() const { return path_; }
   const std::string& log_id() const { return log_id_; }
 

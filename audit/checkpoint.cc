@@ -124,7 +124,10 @@ Result<PkeyPtr> ParsePrivateKey(const std::string& pem, const std::string& path)
   BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return Status::Internal("BIO_new_mem_buf failed");
   PkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  if (!key) return Status::InvalidArgument(path + ": not a PEM private key");
+  if (!key) {
+    ERR_clear_error();
+    return Status::InvalidArgument(path + ": not a PEM private key");
+  }
   if (EVP_PKEY_id(key.get()) != EVP_PKEY_ED25519) {
     return Status::InvalidArgument(path + ": not an Ed25519 key");
   }
@@ -280,6 +283,18 @@ Status SigningKey::Sign(Checkpoint* c) const {
   }
   c->signature = ToHex(sig, sig_len);
   return Status::Ok();
+}
+
+Result<std::string> LoadPublicKeyHex(const std::string& pub_path) {
+  SAFEX_ASSIGN_OR_RETURN(std::string pem, ReadSmallFile(pub_path));
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  if (!bio) return Status::Internal("BIO_new_mem_buf failed");
+  PkeyPtr key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+  if (!key || EVP_PKEY_id(key.get()) != EVP_PKEY_ED25519) {
+    ERR_clear_error();
+    return Status::InvalidArgument(pub_path + ": not a PEM Ed25519 public key");
+  }
+  return RawPublicHex(key.get());
 }
 
 Status VerifyCheckpointSignature(const Checkpoint& c) {

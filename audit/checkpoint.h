@@ -58,6 +58,9 @@ class SigningKey {
   std::string public_hex_;
 };
 
+// The raw public key (hex) from a PEM public key file such as PATH.pub.
+Result<std::string> LoadPublicKeyHex(const std::string& pub_path);
+
 // OK when c.signature is a valid signature by c.public_key over c.SignedBytes().
 Status VerifyCheckpointSignature(const Checkpoint& c);
 

@@ -77,7 +77,7 @@ Status Stmt::Bind(int i, const SqlValue& v) {
 Result<bool> Stmt::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
-  Status st = rc == SQLITE_DONE ? Status::Ok() : SqliteStatus(db_, rc, "querying the audit log");
+  Status st = rc == SQLITE_DONE ? Status::Ok() : SqliteStatus(db_, rc, "sqlite3_step");
   Reset();
   if (!st.ok()) return st;
   return false;
