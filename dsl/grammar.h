@@ -561,7 +561,7 @@ struct FailRegexChar {
   template <typename Input>
   static bool Match(Input& in, ParseContext& ctx) {
     const char* p = in.current();
-    const char* bad = (*p == '\\' && p + 1 <= in.end()) ? p + 1 : p;
+    const char* bad = (p < in.end() && *p == '\\') ? p + 1 : p;
     if (AtLineEnd(bad, in.end())) {
       ctx.Fail(code::kUnterminatedRegex, ctx.CharSpan(ctx.regex_open),
                "unterminated regex (opened here)",

@@ -148,6 +148,7 @@ TEST(ErrorsTest, Regexes) {
   EXPECT_NE(d.help.find("\"/tmp\""), std::string::npos);
   EXPECT_EQ(Codes("r /abc\\/"), V{"E011 1:3"});
   EXPECT_EQ(Codes("r /abc\\"), V{"E011 1:3"});
+  EXPECT_EQ(Codes("r /abc"), V{"E011 1:3"});  // at the end of the file
   EXPECT_EQ(Codes("r = //"), V{"E012 1:5"});
   EXPECT_EQ(Codes("// a C comment"), V{"E003 1:1"});
 }
