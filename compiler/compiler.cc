@@ -240,22 +240,24 @@ class Compilation {
       if (chain_.size() > 1) msg += " (nor does any policy it extends)";
       r_.diagnostics.push_back(Diag(dsl::Severity::kError, "E024", msg, at, help));
     };
-    if (!draft_.trust) missing("`trust`", "add `trust = untrusted` (or `trusted`)");
-    if (!draft_.backend) missing("`isolation`", "add `isolation = gvisor` (or `microvm`, `native`)");
+    const auto& said = draft_.mentioned;
+    if (!draft_.trust && !said.count("trust")) missing("`trust`", "add `trust = untrusted` (or `trusted`)");
+    if (!draft_.backend && !said.count("isolation")) missing("`isolation`", "add `isolation = gvisor` (or `microvm`, `native`)");
     static const std::pair<const char*, const char*> kLimits[] = {
         {"wall_time_ns", "wall_time = 30s"}, {"cpu_time_ns", "cpu_time = 20s"},
         {"memory_bytes", "memory = 512MiB"}, {"pids", "pids = 64"},
         {"open_files", "open_files = 256"},  {"output_bytes", "output = 1MiB"},
         {"disk_bytes", "disk = 64MiB"},      {"cpus", "cpus = 1"}};
     for (const auto& [field, example] : kLimits) {
-      if (!draft_.limits.count(field)) {
-        std::string key = std::string(example).substr(0, std::string(example).find(' '));
+      std::string key = std::string(example).substr(0, std::string(example).find(' '));
+      if (!draft_.limits.count(field) && !said.count("limits." + key)) {
         missing("the `" + key + "` limit", std::string("add `") + example + "` to `limits { ... }`");
       }
     }
     bool has_output = false;
     for (const auto& m : draft_.mounts) has_output |= m.value.kind == plan::MountKind::kOutput;
-    if (has_output && (!draft_.outputs_max_files || !draft_.outputs_max_total)) {
+    bool outputs_said = said.count("outputs.max_files") && said.count("outputs.max_total");
+    if (has_output && (!draft_.outputs_max_files || !draft_.outputs_max_total) && !outputs_said) {
       missing("`outputs { max_files, max_total }`, which a policy with an output mount needs",
               "add `outputs { max_files = 16  max_total = 16MiB }`");
     }

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct Draft {
 
   std::vector<DraftValidator> validators;
   std::optional<Set<uint64_t>> outputs_max_files, outputs_max_total;
+
+  // Required keys that were written, even if their value had an error: a bad value is reported
+  // once, not again as "missing". "trust", "isolation", "limits.memory", "outputs.max_files", ...
+  std::set<std::string> mentioned;
 };
 
 // The plan as the draft stands (missing values are zero / defaults). `sources` and digests are

@@ -92,6 +92,7 @@ class Lowerer {
         if (!Once(once, kw, s)) continue;
       }
       active_ = Annotations(s);
+      draft_.mentioned.insert(kw);
       if (kw == "trust") Trust(s);
       else if (kw == "isolation") Isolation(s);
       else if (kw == "limits") Limits(s);
@@ -221,6 +222,7 @@ class Lowerer {
         UnknownKeyword(x, d_, kw, "`limits`", names);
         return;
       }
+      draft_.mentioned.insert("limits." + kw);
       if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
       std::optional<uint64_t> v;
       if (lim->kind == 0) v = ReadDuration(x.assigned, d_, kw);
@@ -244,6 +246,7 @@ class Lowerer {
         UnknownKeyword(x, d_, kw, "`outputs`", {"max_files", "max_total"});
         return;
       }
+      draft_.mentioned.insert("outputs." + kw);
       if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
       if (kw == "max_files") {
         auto v = ReadInteger(x.assigned, d_, kw, 1, 100000);
@@ -397,6 +400,7 @@ class Lowerer {
     m.read_only = !writable_kind;
     m.noexec = m.kind != plan::MountKind::kBind;
     std::optional<uint64_t> size;
+    bool size_written = false;
     Origin origin = Here(s);
     if (s.has_block) {
       std::map<std::string, dsl::Span> seen;
@@ -413,6 +417,7 @@ class Lowerer {
             d_.Error("E037", x.span, "only tmpfs and output mounts take a `size`");
             return;
           }
+          size_written = true;
           size = ReadSize(x.assigned, d_, "size");
           if (size && *size == 0) d_.Error("E023", x.assigned.span, "`size` must be greater than zero");
         } else if (kw == "mode") {
@@ -435,6 +440,7 @@ class Lowerer {
     }
     if (writable_kind) {
       if (!size) {
+        if (size_written) return;  // its error is already reported
         d_.Error("E024", s.span,
                  std::string("a ") + *kind_name + " mount needs a size cap: `{ size = 64MiB }`");
         return;
@@ -738,6 +744,12 @@ class Lowerer {
         Regex(x, kw, dv);
         return;
       }
+      if (kw == "require" && x.head.size() == 2 && x.has_assignment && !x.has_block) {
+        // require "key" = type   (one key; quoted keys may hold any character)
+        RequireOne(x, x.head[1], dv);
+        json_detail = x.span;
+        return;
+      }
       if (!Once(seen, kw, x)) return;
       if (kw == "require") {
         Require(x, dv);
@@ -747,12 +759,12 @@ class Lowerer {
       if (!ExpectAssignment(x, d_, kw)) return;
       Origin o = Here(x);
       if (kw == "max") {
+        has_max = true;  // written; a bad value is reported below, not as missing
         auto v = ReadSize(x.assigned, d_, "max");
         if (v && *v == 0) d_.Error("E023", x.assigned.span, "`max` must be greater than zero");
         else if (v) {
           dv.v.max_bytes = *v;
           dv.fields["max_bytes"] = o;
-          has_max = true;
         }
       } else if (kw == "overflow") {
         auto v = ReadChoice(x.assigned, d_, "overflow action", {"reject", "truncate"});
@@ -802,6 +814,7 @@ class Lowerer {
       d_.Error("E024", s.span, "a validator needs a size cap: `max = 64KiB`");
       return;
     }
+    if (dv.v.max_bytes == 0) return;  // `max` had an error
     draft_.validators.push_back(std::move(dv));
   }
 
@@ -831,6 +844,21 @@ class Lowerer {
     }
     dv.fields["regex[" + std::to_string(dv.v.regex.size()) + "]"] = Here(x);
     dv.v.regex.push_back(std::move(r));
+  }
+
+  void RequireOne(const Statement& x, const Value& key, DraftValidator& dv) {
+    if (key.kind != ValueKind::kIdent && key.kind != ValueKind::kString) {
+      d_.Error("E021", key.span, "a required key is a name or a string, found " + DescribeValue(key));
+      return;
+    }
+    if (pending_required_.count(key.text)) {
+      d_.Error("E025", key.span, "key \"" + key.text + "\" is required twice");
+      return;
+    }
+    dv.fields["json.required"] = Here(x);
+    auto type = ReadChoice(x.assigned, d_, "json type",
+                           {"string", "number", "integer", "boolean", "object", "array", "null"});
+    if (type) pending_required_[key.text] = *type;
   }
 
   void Require(const Statement& x, DraftValidator& dv) {

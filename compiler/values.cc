@@ -61,7 +61,7 @@ std::optional<uint64_t> ReadQuantity(const dsl::Value& v, Diags& d, std::string_
     if (u.name != v.unit) continue;
     if (u.kind != kind) {
       d.Error("E022", v.span,
-              std::string(what) + " is a " + kind_name + ", but " + std::to_string(v.number) +
+              "`" + std::string(what) + "` needs a " + kind_name + ", but " + std::to_string(v.number) +
                   v.unit + " is a " + (kind == dsl::UnitKind::kSize ? "duration" : "size"),
               std::string(kind == dsl::UnitKind::kSize ? "sizes use B, KiB, MiB, GiB, TiB"
                                                        : "durations use ns, us, ms, s, m, h"));
