@@ -1,10 +1,177 @@
+// `safex run`: one untrusted run, as root. See supervisor/runner.h for the steps.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "common/unique_fd.h"
+#include "compiler/host_config.h"
 #include "supervisor/cli.h"
+#include "supervisor/runner.h"
 
 namespace safex::cli {
+namespace {
+
+// stdin for the sandbox is held in memory and fed through a pipe; it is bounded.
+constexpr size_t kMaxStdinBytes = 64 << 20;
+
+struct RunFlags {
+  std::string policy;
+  std::string input;
+  std::string output;
+  std::string stdin_file;
+  bool json = false;
+  std::string host_config = compiler::kDefaultHostConfigPath;
+  std::vector<std::string> search_path;
+  std::string audit_db = audit::kDefaultDbPath;
+  std::string audit_key = audit::kDefaultKeyPath;
+  std::string state_root = "/run/safex";
+  std::string runsc = "/usr/local/bin/runsc";
+  std::vector<std::string> argv;
+};
+
+Result<std::string> ReadBoundedFile(const std::string& path, size_t cap) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Errno("open", path, errno);
+  UniqueFd owner(fd);
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("read", path, errno);
+    }
+    if (n == 0) break;
+    if (data.size() + static_cast<size_t>(n) > cap) {
+      return Status::InvalidArgument("stdin file " + path + " is larger than " +
+                                     std::to_string(cap >> 20) + " MiB");
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+void WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;  // the caller's stdout is gone (EPIPE): nothing more to say
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// Prints the report the way the caller asked; returns the exit status.
+int Report(const supervisor::RunReport& report, bool json) {
+  if (json) {
+    std::string text = supervisor::ReportToJson(report).dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    text += '\n';
+    WriteAll(STDOUT_FILENO, text);
+    return report.exit_status;
+  }
+  if (report.result) {
+    if (report.stdout_report) WriteAll(STDOUT_FILENO, report.stdout_report->delivered);
+    if (report.stderr_report) WriteAll(STDERR_FILENO, report.stderr_report->delivered);
+  }
+  if (!report.diagnostics.empty()) WriteAll(STDERR_FILENO, report.diagnostics);
+  if (report.verdict != supervisor::Verdict::kOk &&
+      report.verdict != supervisor::Verdict::kNonzeroExit) {
+    std::string line = "safex: " + std::string(supervisor::VerdictName(report.verdict));
+    if (!report.limits_fired.empty()) line += " (limit: " + report.limits_fired.front() + ")";
+    if (!report.reason.empty()) line += ": " + report.reason;
+    if (!report.run_id.empty()) line += " [run " + report.run_id + "]";
+    line += '\n';
+    WriteAll(STDERR_FILENO, line);
+  }
+  return report.exit_status;
+}
+
+int RefuseEarly(const std::string& why, bool json) {
+  supervisor::RunReport report;
+  report.reason = why;
+  return Report(report, json);
+}
+
+int DoRun(const RunFlags& f) {
+  // Fail closed on the audit log first: nothing runs without a record.
+  audit::AuditOptions audit_options;
+  audit_options.key_path = f.audit_key;
+  auto log = audit::AuditLog::Open(f.audit_db, audit_options);
+  if (!log.ok()) return RefuseEarly("audit log unavailable: " + log.status().message(), f.json);
+  if (Status st = (*log)->CheckWritable(); !st.ok()) {
+    return RefuseEarly("audit log not writable: " + st.message(), f.json);
+  }
+
+  supervisor::RunSpec spec;
+  spec.argv = f.argv;
+  spec.input_dir = f.input;
+  spec.output_dir = f.output;
+  spec.requester.uid = getuid();
+  spec.requester.gid = getgid();
+  spec.requester.pid = getpid();
+
+  supervisor::RunReport refusal;
+  auto refuse = [&](const std::string& why) {
+    refusal.reason = why;
+    supervisor::Runner::RecordRefusal(**log, spec, &refusal);
+    return Report(refusal, f.json);
+  };
+  refusal.run_id = audit::NewRunId();
+
+  if (geteuid() != 0) return refuse("safex run needs root (cgroups, sandbox state)");
+  if (!f.stdin_file.empty()) {
+    auto data = ReadBoundedFile(f.stdin_file, kMaxStdinBytes);
+    if (!data.ok()) return refuse(data.status().message());
+    spec.stdin_data = std::move(data).value();
+  }
+  auto ceilings = compiler::LoadHostConfig(f.host_config);
+  if (!ceilings.ok()) return refuse("host config: " + ceilings.status().message());
+
+  auto prepared = supervisor::PreparePlan(f.policy, f.search_path, *ceilings, &refusal);
+  if (!prepared.ok()) {
+    supervisor::Runner::RecordRefusal(**log, spec, &refusal);
+    return Report(refusal, f.json);
+  }
+
+  supervisor::RunnerOptions options;
+  options.state_root = f.state_root;
+  options.runsc_path = f.runsc;
+  options.ceilings = *ceilings;
+  supervisor::Runner runner(std::move(options));
+  supervisor::RunReport report = runner.Execute(*prepared, spec, **log);
+  return Report(report, f.json);
+}
+
+}  // namespace
 
 void RegisterRunCommand(CLI::App& app, int* exit_code) {
-  (void)app;
-  (void)exit_code;
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "Run a program in a fresh sandbox under a policy (root)");
+  run->add_option("--policy", flags->policy, "Policy file (.policy)")->required();
+  run->add_option("--input", flags->input, "Directory mounted read-only at the policy's input mount");
+  run->add_option("--output", flags->output,
+                  "Directory that receives the validated files of the policy's output mount");
+  run->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
+  run->add_flag("--json", flags->json, "Print one JSON object describing the run");
+  run->add_option("--host-config", flags->host_config, "Operator ceilings (host.policy)");
+  run->add_option("--search-path", flags->search_path, "Directory searched for `extends`");
+  run->add_option("--audit-db", flags->audit_db, "Audit log (SQLite)");
+  run->add_option("--audit-key", flags->audit_key, "Checkpoint signing key");
+  run->add_option("--state-root", flags->state_root, "Directory for per-run sandbox state");
+  run->add_option("--runsc", flags->runsc, "runsc binary");
+  run->add_option("argv", flags->argv, "The program and its arguments, after --")->required();
+  run->callback([flags, exit_code] { *exit_code = DoRun(*flags); });
 }
 
 }  // namespace safex::cli

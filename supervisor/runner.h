@@ -1,0 +1,109 @@
+// The life of one run, shared by `safex run` (the CLI) and `safex serve` (the daemon):
+//
+//   PreparePlan   policy -> plan, re-read from its own canonical JSON and verified again
+//   Runner::Execute
+//     1. request checks (argv, input/output against the plan's mounts), validators compiled
+//     2. backend chosen by the plan and probed: unusable -> refused, never a weaker backend
+//     3. start event committed to the audit log (else refused: nothing runs without a record)
+//     4. driver run (fresh sandbox, limits, capture, collection of output mounts, teardown)
+//     5. validation of what came out (streams and files)
+//     6. end event committed; only then is the report returned to be shown to the caller
+//
+// Refusals at any step before 3 are recorded as refusal events where the log is usable.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audit/audit_log.h"
+#include "drivers/driver.h"
+#include "plan/ceilings.h"
+#include "plan/plan.h"
+#include "supervisor/output/output_files.h"
+#include "supervisor/output/stream_validator.h"
+#include "supervisor/verdict.h"
+
+namespace safex::supervisor {
+
+struct RunnerOptions {
+  std::string state_root = "/run/safex";          // per-run private dirs, runsc state
+  std::string runsc_path = "/usr/local/bin/runsc";
+  std::string cgroup_parent = "safex";
+  plan::Ceilings ceilings = plan::DefaultCeilings();
+};
+
+// What the caller asked for, besides the policy.
+struct RunSpec {
+  std::vector<std::string> argv;
+  std::optional<std::string> stdin_data;
+  std::string input_dir;   // "" : none
+  std::string output_dir;  // "" : output files are validated but not delivered
+  audit::Requester requester;
+};
+
+// Everything the caller is told about a run, refused or not.
+struct RunReport {
+  std::string run_id;
+  Verdict verdict = Verdict::kRefused;
+  int exit_status = kExitRefused;
+  std::string reason;       // refused / setup-error / validator-rejected: why, one line
+  std::string diagnostics;  // rendered policy diagnostics (compile failures)
+  std::string policy_name;
+  std::string policy_source_digest;
+  std::string plan_digest;
+  std::string backend;
+  std::string backend_mode;
+  std::vector<std::string> limits_fired;
+  std::optional<drivers::RunResult> result;  // set when the program ran
+  std::optional<output::ValidationReport> stdout_report;
+  std::optional<output::ValidationReport> stderr_report;
+  std::optional<nlohmann::json> files;  // output files collected (output::OutputFilesToJson)
+  bool ran() const { return result.has_value(); }
+};
+
+// A compiled plan, re-verified from its own canonical JSON.
+struct PreparedPlan {
+  plan::Plan plan;
+  std::string digest;
+};
+
+// Compiles `policy_path` and verifies the plan again from the bytes the compiler emitted, so a
+// compiler bug cannot hand the driver a plan the verifier would refuse. On failure, `report` is a
+// refusal (with rendered diagnostics where there are some).
+Result<PreparedPlan> PreparePlan(const std::string& policy_path,
+                                 const std::vector<std::string>& search_path,
+                                 const plan::Ceilings& ceilings, RunReport* report);
+
+// Re-verifies a plan received as JSON (e.g. `safex compile` output).
+Result<PreparedPlan> VerifyPlanJson(std::string_view json, const plan::Ceilings& ceilings);
+
+class Runner {
+ public:
+  explicit Runner(RunnerOptions options);
+  ~Runner();
+
+  // Runs `spec` under `prepared`, recording it in `log`. Never throws; every outcome, refusals
+  // included, is a RunReport. Thread-safety: concurrent calls are allowed with distinct logs.
+  RunReport Execute(const PreparedPlan& prepared, const RunSpec& spec, audit::AuditLog& log);
+
+  // Records a refusal of a request that never got as far as a plan (bad policy, busy service).
+  static void RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunReport* report);
+
+ private:
+  Result<drivers::Driver*> DriverFor(plan::Backend backend);
+
+  RunnerOptions options_;
+  std::mutex mu_;
+  std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers_;  // guarded by mu_
+};
+
+// The one-object JSON form of a report (`safex run --json`, the daemon's response body).
+nlohmann::json ReportToJson(const RunReport& report);
+
+}  // namespace safex::supervisor
