@@ -1,6 +1,8 @@
 #include "supervisor/output/json_check.h"
 
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -32,13 +34,31 @@ bool TypeSatisfies(Type actual, std::string_view required) {
 }
 
 // One open container. Arrays track the index of the current element; objects the current
-// member's name and every name seen so far (duplicate detection).
+// member's name and every name seen so far (duplicate detection: a linear search while the object
+// is small, a hash set beyond). Names are views of the input, or of a decoded copy when escaped.
 struct Frame {
+  static constexpr size_t kLinearKeys = 16;
   bool is_object = false;
   bool has_key = false;
   uint64_t index = 0;
-  std::string key;
-  std::unordered_set<std::string> keys;
+  std::string_view key;
+  std::vector<std::string_view> keys;
+  std::unique_ptr<std::unordered_set<std::string_view>> key_set;
+
+  // False when `k` was already a member.
+  bool InsertKey(std::string_view k) {
+    if (key_set) return key_set->insert(k).second;
+    for (std::string_view seen : keys) {
+      if (seen == k) return false;
+    }
+    keys.push_back(k);
+    if (keys.size() > kLinearKeys) {
+      key_set = std::make_unique<std::unordered_set<std::string_view>>(keys.begin(), keys.end());
+      keys.clear();
+      keys.shrink_to_fit();
+    }
+    return true;
+  }
 };
 
 struct Member {
@@ -58,7 +78,7 @@ inline bool PlainStringBytes(uint64_t x) {
   return !HasZeroByte(x ^ (kOnes * '"')) && !HasZeroByte(x ^ (kOnes * '\\'));
 }
 
-bool IsIdentifier(const std::string& key) {
+bool IsIdentifier(std::string_view key) {
   if (key.empty() || key.size() > 64) return false;
   for (size_t i = 0; i < key.size(); ++i) {
     const char c = key[i];
@@ -74,7 +94,8 @@ void AppendComponent(std::string* out, const Frame& f) {
     out->append("[" + std::to_string(f.index) + "]");
   } else if (f.has_key) {
     if (IsIdentifier(f.key)) {
-      out->append("." + f.key);
+      out->append(".");
+      out->append(f.key);
     } else {
       out->append("[\"");
       EscapeOptions eo;
@@ -140,7 +161,7 @@ class Checker {
     }
   }
   bool ParseValue(State* state);
-  bool ParseString(std::string* decoded);
+  bool ParseString(std::string_view* key);
   bool ParseHex4(uint64_t at, uint32_t* value);
   bool ParseNumber(bool* is_integer);
   bool ParseLiteral(const char* literal);
@@ -148,9 +169,9 @@ class Checker {
     *state = stack_.empty() ? State::kDone : State::kAfterValue;
   }
   void NoteTopLevelMember(Type type, uint64_t offset) {
-    if (stack_.size() == 1 && stack_[0].is_object && stack_[0].has_key &&
-        options_.required.count(stack_[0].key) != 0) {
-      members_[stack_[0].key] = Member{type, offset};
+    if (stack_.size() == 1 && stack_[0].is_object && stack_[0].has_key) {
+      const std::string key(stack_[0].key);
+      if (options_.required.count(key) != 0) members_[key] = Member{type, offset};
     }
   }
   bool CheckRequired();
@@ -163,6 +184,7 @@ class Checker {
   bool have_root_ = false;
   Type root_type_ = Type::kNull;
   std::map<std::string, Member> members_;
+  std::deque<std::string> decoded_keys_;  // escaped keys, unescaped (stable addresses)
   JsonCheckResult result_;
 };
 
@@ -191,9 +213,11 @@ bool Checker::ParseHex4(uint64_t at, uint32_t* value) {
   return true;
 }
 
-// At '"'. Leaves pos_ after the closing quote. `decoded` (may be null) receives the unescaped text.
-bool Checker::ParseString(std::string* decoded) {
+// At '"'. Leaves pos_ after the closing quote. `key` (may be null) receives the unescaped text:
+// a view of the input when there is no escape, else of a decoded copy.
+bool Checker::ParseString(std::string_view* key) {
   const uint64_t start = pos_;
+  std::string* decoded = nullptr;
   ++pos_;
   uint64_t run = pos_;  // start of bytes not yet copied to *decoded
   for (;;) {
@@ -206,7 +230,12 @@ bool Checker::ParseString(std::string* decoded) {
     if (pos_ >= n_) return Fail(start, "unterminated string");
     const unsigned char c = p_[pos_];
     if (c == '"') {
-      if (decoded) decoded->append(reinterpret_cast<const char*>(p_ + run), pos_ - run);
+      if (decoded) {
+        decoded->append(reinterpret_cast<const char*>(p_ + run), pos_ - run);
+        *key = *decoded;
+      } else if (key) {
+        *key = std::string_view(reinterpret_cast<const char*>(p_ + start + 1), pos_ - start - 1);
+      }
       ++pos_;
       return true;
     }
@@ -222,6 +251,7 @@ bool Checker::ParseString(std::string* decoded) {
       continue;
     }
     // An escape.
+    if (key != nullptr && decoded == nullptr) decoded = &decoded_keys_.emplace_back();
     if (decoded) decoded->append(reinterpret_cast<const char*>(p_ + run), pos_ - run);
     const uint64_t esc = pos_;
     if (pos_ + 1 >= n_) return Fail(esc, "unterminated string");
@@ -441,12 +471,12 @@ JsonCheckResult Checker::Run() {
           return result_;
         }
         const uint64_t key_at = pos_;
-        std::string key;
+        std::string_view key;
         if (!ParseString(&key)) return result_;
         Frame& f = stack_.back();
         f.key = key;
         f.has_key = true;
-        if (!f.keys.insert(std::move(key)).second) {
+        if (!f.InsertKey(key)) {
           Fail(key_at, "duplicate key");
           return result_;
         }

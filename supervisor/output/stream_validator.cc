@@ -365,13 +365,23 @@ struct ValidatorSet::Impl {
   std::vector<CompiledValidator> compiled;
   CompileOptions options;
 
+  // `owned`, when not null, holds the captured bytes (captured views it) and may be moved into
+  // the report instead of copied.
   ValidationReport Run(std::string subject, const std::vector<size_t>& indices,
-                       std::string_view captured, uint64_t total_bytes, bool truncated) const;
+                       std::string_view captured, std::string* owned, uint64_t total_bytes,
+                       bool truncated) const;
+  std::vector<size_t> StreamIndices(plan::ValidatorTarget target) const {
+    std::vector<size_t> indices;
+    for (const CompiledValidator& cv : compiled) {
+      if (cv.spec->target == target) indices.push_back(cv.index);
+    }
+    return indices;
+  }
 };
 
 ValidationReport ValidatorSet::Impl::Run(std::string subject, const std::vector<size_t>& indices,
-                                         std::string_view captured, uint64_t total_bytes,
-                                         bool truncated) const {
+                                         std::string_view captured, std::string* owned,
+                                         uint64_t total_bytes, bool truncated) const {
   ValidationReport report;
   report.subject = EscapeForLog(subject, {.max_output = 300});
   report.captured_bytes = captured.size();
@@ -387,11 +397,18 @@ ValidationReport ValidatorSet::Impl::Run(std::string subject, const std::vector<
       return report;
     }
   }
-  report.delivered.assign(chain.text_.data(), chain.text_.size());
+  // Unchanged or only cut: the delivered text is a prefix of the captured bytes.
+  const bool prefix = chain.text_.data() == captured.data();
+  const bool same = prefix && chain.text_.size() == captured.size();
+  report.delivered_sha256 = same ? report.raw_sha256 : Sha256Hex(chain.text_);
+  if (prefix && owned != nullptr) {
+    owned->resize(chain.text_.size());
+    report.delivered = std::move(*owned);
+  } else {
+    report.delivered.assign(chain.text_.data(), chain.text_.size());
+  }
   report.delivered_bytes = report.delivered.size();
   report.truncated = chain.truncated_;
-  report.delivered_sha256 =
-      report.delivered == captured ? report.raw_sha256 : Sha256Hex(report.delivered);
   return report;
 }
 
@@ -469,12 +486,17 @@ Result<ValidatorSet> ValidatorSet::Compile(const std::vector<plan::Validator>& v
 ValidationReport ValidatorSet::ValidateStream(plan::ValidatorTarget target,
                                               std::string_view captured, uint64_t total_bytes,
                                               bool capture_truncated) const {
-  std::vector<size_t> indices;
-  for (const CompiledValidator& cv : impl_->compiled) {
-    if (cv.spec->target == target) indices.push_back(cv.index);
-  }
-  return impl_->Run(plan::ValidatorTargetName(target), indices, captured, total_bytes,
-                    capture_truncated);
+  return impl_->Run(plan::ValidatorTargetName(target), impl_->StreamIndices(target), captured,
+                    nullptr, total_bytes, capture_truncated);
+}
+
+ValidationReport ValidatorSet::ValidateStreamOwned(plan::ValidatorTarget target,
+                                                   std::string&& captured,
+                                              uint64_t total_bytes,
+                                              bool capture_truncated) const {
+  std::string owned = std::move(captured);
+  return impl_->Run(plan::ValidatorTargetName(target), impl_->StreamIndices(target), owned,
+                    &owned, total_bytes, capture_truncated);
 }
 
 ValidationReport ValidatorSet::ValidateFile(std::string_view sandbox_path,
@@ -485,7 +507,7 @@ ValidationReport ValidatorSet::ValidateFile(std::string_view sandbox_path,
   for (size_t i : indices) {
     if (i < impl_->compiled.size()) valid.push_back(i);
   }
-  return impl_->Run(std::string(sandbox_path), valid, bytes, total_bytes, truncated);
+  return impl_->Run(std::string(sandbox_path), valid, bytes, nullptr, total_bytes, truncated);
 }
 
 std::vector<size_t> ValidatorSet::FileValidatorsFor(std::string_view sandbox_path) const {

@@ -106,6 +106,10 @@ class ValidatorSet {
   // REQUIRES: target is kStdout or kStderr.
   ValidationReport ValidateStream(plan::ValidatorTarget target, std::string_view captured,
                                   uint64_t total_bytes, bool capture_truncated) const;
+  // The same, taking ownership of the captured bytes: when the delivered text is the captured
+  // text or a prefix of it (nothing stripped or redacted), it is moved, not copied.
+  ValidationReport ValidateStreamOwned(plan::ValidatorTarget target, std::string&& captured,
+                                  uint64_t total_bytes, bool capture_truncated) const;
 
   // Validates a collected file with the validators at `indices` (see FileValidatorsFor).
   // `sandbox_path` names it in findings.
