@@ -9,7 +9,13 @@ function(safex_gtest name)
   endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_LIBS} safex_test_support GTest::gtest_main GTest::gmock)
+  set(_lock)
+  # Integration and containment tests create sandbox resources on the machine and check for leaks
+  # machine-wide (tests/support/leak_check.h), so they never run concurrently with each other.
+  if("integration" IN_LIST A_LABELS OR "containment" IN_LIST A_LABELS)
+    set(_lock RESOURCE_LOCK safex_host)
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
-    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})
+    PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT} ${_lock})
 endfunction()

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,19 @@ struct RunResult {
   CapturedStream stderr_stream;
   std::string backend_mode;  // e.g. "gvisor/systrap/network=none", "microvm/tcg"
   uint64_t denied_egress = 0;  // packets dropped by the run's egress rules
+
+  // The backend's own error when the program could not be started inside a sandbox that was set
+  // up (e.g. argv[0] not found: exit_code 127) or the sandbox failed after the program started
+  // (exit_code -1). Host-side text for the operator and the audit log, never shown as the
+  // program's output. Empty normally.
+  std::string backend_error;
+  // fork/clone calls inside the sandbox that failed with EAGAIN at the process limit (observed
+  // by the backend; 0 when the backend cannot observe them).
+  uint64_t fork_failures = 0;
+  // Calls of each syscall whose plan rule is SyscallAction::kLog (allowed, counted).
+  std::map<std::string, uint64_t> logged_syscalls;
+  // Non-empty when teardown could not remove something (a leak the operator must see).
+  std::string teardown_error;
 };
 
 class Driver {

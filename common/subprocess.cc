@@ -1,0 +1,334 @@
+#include "common/subprocess.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include "common/pidfd.h"
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace safex {
+namespace {
+
+// Steps of the child between clone and execve, reported with errno when one fails.
+enum ChildStep : int32_t {
+  kStepPdeathsig = 1,
+  kStepSignals,
+  kStepSetsid,
+  kStepSetns,
+  kStepDupHigh,
+  kStepDupTarget,
+  kStepCloseRange,
+  kStepChdir,
+  kStepExecve,
+};
+
+const char* StepName(int32_t step) {
+  switch (step) {
+    case kStepPdeathsig: return "prctl(PR_SET_PDEATHSIG)";
+    case kStepSignals: return "sigprocmask";
+    case kStepSetsid: return "setsid";
+    case kStepSetns: return "setns(CLONE_NEWNET)";
+    case kStepDupHigh: return "fcntl(F_DUPFD_CLOEXEC)";
+    case kStepDupTarget: return "dup2";
+    case kStepCloseRange: return "close_range";
+    case kStepChdir: return "chdir";
+    case kStepExecve: return "execve";
+  }
+  return "child setup";
+}
+
+struct ChildReport {
+  int32_t step;
+  int32_t err;
+};
+
+// Everything the child needs, prepared by the parent before clone so that the child only reads
+// memory and makes system calls.
+struct ChildPlan {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* cwd = nullptr;
+  int report_fd = -1;
+  pid_t parent_pid = 0;
+  int pdeath_signal = 0;
+  bool new_session = false;
+  int netns_fd = -1;
+  size_t nfds = 0;
+  std::array<int, SpawnOptions::kMaxFds> target{};
+  std::array<int, SpawnOptions::kMaxFds> source{};
+  int high_base = 0;  // above every fd the child must preserve or create
+};
+
+[[noreturn]] void ChildFail(int report_fd, int32_t step) {
+  ChildReport r{step, errno};
+  // Nothing useful can be done if this write fails: the parent then sees EOF with no exit.
+  ssize_t n = write(report_fd, &r, sizeof r);
+  (void)n;
+  _exit(127);
+}
+
+// Runs in the child. No allocation, no logging, no locks: system calls only.
+[[noreturn]] void ChildMain(const ChildPlan& p) {
+  int report = p.report_fd;
+  if (p.pdeath_signal != 0) {
+    if (prctl(PR_SET_PDEATHSIG, p.pdeath_signal) != 0) ChildFail(report, kStepPdeathsig);
+    // The parent may have died before prctl took effect; then nobody would kill us later.
+    if (getppid() != p.parent_pid) _exit(127);
+  }
+
+  // Ignored signals stay ignored across execve and handlers would run parent code: reset all.
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s == SIGKILL || s == SIGSTOP) continue;
+    sigaction(s, &dfl, nullptr);  // glibc-reserved signals fail with EINVAL; harmless
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFail(report, kStepSignals);
+
+  if (p.new_session && setsid() < 0) ChildFail(report, kStepSetsid);
+  // Security: joining another network namespace needs CAP_SYS_ADMIN; the fd names a namespace the
+  // caller created for this run, so the child can reach exactly what that namespace routes.
+  if (p.netns_fd >= 0 && setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail(report, kStepSetns);
+
+  // Move the report pipe and every source above all targets first, so that installing one
+  // target can never clobber a source still to be installed.
+  std::array<int, SpawnOptions::kMaxFds> high{};
+  for (size_t i = 0; i < p.nfds; ++i) {
+    high[i] = fcntl(p.source[i], F_DUPFD_CLOEXEC, p.high_base);
+    if (high[i] < 0) ChildFail(report, kStepDupHigh);
+  }
+  int moved_report = fcntl(report, F_DUPFD_CLOEXEC, p.high_base);
+  if (moved_report < 0) ChildFail(report, kStepDupHigh);
+  report = moved_report;
+  int max_target = -1;
+  for (size_t i = 0; i < p.nfds; ++i) {
+    // dup2 clears FD_CLOEXEC on the new descriptor: it is meant to survive execve.
+    if (dup2(high[i], p.target[i]) < 0) ChildFail(report, kStepDupTarget);
+    max_target = std::max(max_target, p.target[i]);
+  }
+  // Close every descriptor that is neither a target nor the (close-on-exec) report pipe.
+  for (int fd = 0; fd <= max_target; ++fd) {
+    bool keep = false;
+    for (size_t i = 0; i < p.nfds; ++i) keep = keep || p.target[i] == fd;
+    if (!keep) close(fd);
+  }
+  unsigned first = static_cast<unsigned>(max_target + 1);
+  if (static_cast<unsigned>(report) > first &&
+      close_range(first, static_cast<unsigned>(report) - 1, 0) != 0) {
+    ChildFail(report, kStepCloseRange);
+  }
+  if (close_range(static_cast<unsigned>(report) + 1, ~0U, 0) != 0) {
+    ChildFail(report, kStepCloseRange);
+  }
+
+  if (p.cwd != nullptr && chdir(p.cwd) != 0) ChildFail(report, kStepChdir);
+  execve(p.path, p.argv, p.envp);
+  ChildFail(report, kStepExecve);
+}
+
+bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+ExitStatus FromSiginfo(const siginfo_t& si) {
+  ExitStatus st;
+  if (si.si_code == CLD_EXITED) {
+    st.exited = true;
+    st.code = si.si_status;
+  } else {
+    st.exited = false;
+    st.signal = si.si_status;
+  }
+  return st;
+}
+
+}  // namespace
+
+Subprocess::~Subprocess() {
+  if (valid() && !reaped()) KillAndWait();
+}
+
+Subprocess::Subprocess(Subprocess&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), pidfd_(std::move(o.pidfd_)), status_(o.status_) {
+  o.status_.reset();
+}
+
+Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
+  if (this != &o) {
+    if (valid() && !reaped()) KillAndWait();
+    pid_ = std::exchange(o.pid_, -1);
+    pidfd_ = std::move(o.pidfd_);
+    status_ = o.status_;
+    o.status_.reset();
+  }
+  return *this;
+}
+
+Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
+  if (options.argv.empty() || options.argv[0].empty() || options.argv[0][0] != '/') {
+    return Status::InvalidArgument("spawn: argv[0] must be an absolute path");
+  }
+  for (const std::string& s : options.argv) {
+    if (HasNul(s)) return Status::InvalidArgument("spawn: argv element contains a NUL byte");
+  }
+  for (const std::string& s : options.env) {
+    if (HasNul(s) || s.find('=') == std::string::npos) {
+      return Status::InvalidArgument("spawn: environment entries must be NAME=value without NUL");
+    }
+  }
+  if (options.fds.size() > SpawnOptions::kMaxFds) {
+    return Status::InvalidArgument("spawn: too many descriptors to pass");
+  }
+  if (HasNul(options.cwd)) return Status::InvalidArgument("spawn: cwd contains a NUL byte");
+
+  ChildPlan plan;
+  plan.nfds = options.fds.size();
+  int highest = 2;
+  for (size_t i = 0; i < options.fds.size(); ++i) {
+    auto [target, source] = options.fds[i];
+    if (target < 0 || target >= 1024 || source < 0) {
+      return Status::InvalidArgument("spawn: bad descriptor mapping");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (options.fds[j].first == target) {
+        return Status::InvalidArgument("spawn: child descriptor mapped twice");
+      }
+    }
+    plan.target[i] = target;
+    plan.source[i] = source;
+    highest = std::max({highest, target, source});
+  }
+
+  int report_pipe[2];
+  if (pipe2(report_pipe, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd report_r(report_pipe[0]);
+  UniqueFd report_w(report_pipe[1]);
+  highest = std::max({highest, report_pipe[0], report_pipe[1], options.netns_fd});
+
+  std::vector<char*> argv = CStrings(options.argv);
+  std::vector<char*> envp = CStrings(options.env);
+  plan.path = options.argv[0].c_str();
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
+  plan.report_fd = report_w.get();
+  plan.parent_pid = getpid();
+  plan.pdeath_signal = options.parent_death_signal;
+  plan.new_session = options.new_session;
+  plan.netns_fd = options.netns_fd;
+  plan.high_base = highest + 1;
+
+  // Block every signal across clone so that no handler of ours runs in the child before it has
+  // reset the dispositions; the parent restores its mask right after.
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved);
+
+  int pidfd = -1;
+  struct clone_args args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid == 0) ChildMain(plan);  // never returns
+  int clone_err = errno;
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  if (pid < 0) return Status::Errno("clone3", options.argv[0], clone_err);
+
+  Subprocess child(static_cast<pid_t>(pid), UniqueFd(pidfd));
+  // The pidfd from CLONE_PIDFD is close-on-exec, so it never reaches other children. Closing our
+  // write end leaves the child's (close-on-exec) copy: EOF then means execve succeeded.
+  report_w.Reset();
+
+  ChildReport report{};
+  size_t got = 0;
+  while (got < sizeof report) {
+    ssize_t n = read(report_r.get(), reinterpret_cast<char*>(&report) + got, sizeof report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got == 0) return child;  // the pipe closed on execve: the program is running
+  child.Wait().status().ok();  // reap the failed child (it exits at once)
+  if (got != sizeof report) {
+    return Status::Internal("spawn " + options.argv[0] + ": truncated report from the child");
+  }
+  return Status::Errno(StepName(report.step), options.argv[0], report.err);
+}
+
+Status Subprocess::Signal(int sig) {
+  if (!valid()) return Status::FailedPrecondition("signal: no process");
+  if (reaped()) return Status::Ok();
+  if (PidfdSendSignal(pidfd_.get(), sig) != 0) {
+    if (errno == ESRCH) return Status::Ok();  // exited, not yet reaped
+    return Status::Errno("pidfd_send_signal", std::to_string(pid_), errno);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<ExitStatus>> Subprocess::TryWait() {
+  if (!valid()) return Status::FailedPrecondition("wait: no process");
+  if (status_) return status_;
+  siginfo_t si;
+  std::memset(&si, 0, sizeof si);
+  while (waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) != 0) {
+    if (errno != EINTR) return Status::Errno("waitid", std::to_string(pid_), errno);
+  }
+  if (si.si_pid == 0) return std::optional<ExitStatus>();
+  status_ = FromSiginfo(si);
+  return status_;
+}
+
+Result<std::optional<ExitStatus>> Subprocess::Wait(std::optional<Clock::time_point> deadline) {
+  if (!valid()) return Status::FailedPrecondition("wait: no process");
+  while (!status_) {
+    int timeout_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
+    }
+    pollfd pfd{pidfd_.get(), POLLIN, 0};
+    int r = poll(&pfd, 1, timeout_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("poll", "pidfd", errno);
+    }
+    if (r == 0) return std::optional<ExitStatus>();
+    auto st = TryWait();
+    if (!st.ok()) return st.status();
+  }
+  return status_;
+}
+
+ExitStatus Subprocess::KillAndWait() {
+  if (status_) return *status_;
+  if (!valid()) return ExitStatus{};
+  Signal(SIGKILL).ok();  // failure leaves nothing better to do than wait
+  auto st = Wait();
+  if (st.ok() && st->has_value()) return **st;
+  return ExitStatus{};
+}
+
+}  // namespace safex

@@ -1,0 +1,104 @@
+// Subprocess: spawn a program from an argv array (execve, explicit environment, never a shell)
+// and own it through a pidfd until it is reaped.
+//
+// The child side of Spawn follows the project's rules for the window between fork and exec:
+//   1. PR_SET_PDEATHSIG first (then re-check the parent is still ours: it may already be gone);
+//   2. default signal dispositions and an empty signal mask (ignored signals survive execve);
+//   3. optional setsid() (no controlling terminal) and setns() into a network namespace;
+//   4. the fd map is applied and every other descriptor is closed (close_range);
+//   5. optional chdir(), then execve().
+// Nothing in that window allocates or logs. A failure is reported to the parent as {step, errno}
+// over a close-on-exec pipe and the child _exit()s; Spawn then returns the failure as a Status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace safex {
+
+struct SpawnOptions {
+  // argv[0] is the absolute path given to execve (no PATH search) and the program's argv[0].
+  std::vector<std::string> argv;
+  // The complete environment of the new program ("NAME=value"). Nothing is inherited.
+  std::vector<std::string> env;
+  // {child_fd, parent_fd}: the child gets a copy of parent_fd at child_fd (close-on-exec cleared).
+  // Every descriptor not named here is closed in the child. At most kMaxFds entries; child fds
+  // must be distinct and < 1024.
+  std::vector<std::pair<int, int>> fds;
+  static constexpr size_t kMaxFds = 16;
+  // setsid() in the child: a new session without a controlling terminal.
+  bool new_session = true;
+  // Sent to the child when the spawning thread exits. 0 disables it.
+  int parent_death_signal = 9;  // SIGKILL
+  // If set, the child does setns(netns_fd, CLONE_NEWNET) before exec. The fd stays the caller's.
+  int netns_fd = -1;
+  // chdir() target in the child; empty keeps the parent's working directory.
+  std::string cwd;
+};
+
+// How a process ended (from waitid).
+struct ExitStatus {
+  bool exited = false;  // true: `code` is the exit status; false: killed by `signal`
+  int code = 0;
+  int signal = 0;
+  // The conventional shell encoding: code, or 128 + signal.
+  int ShellCode() const { return exited ? code : 128 + signal; }
+};
+
+// A spawned child process. Move-only. Destroying a Subprocess that has not been reaped sends
+// SIGKILL through the pidfd and reaps it, so a child never outlives its owner unnoticed.
+// Thread-safety: one owner thread at a time.
+class Subprocess {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Subprocess() = default;
+  ~Subprocess();
+  Subprocess(Subprocess&& o) noexcept;
+  Subprocess& operator=(Subprocess&& o) noexcept;
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  // Starts the program. Returns an error (with the failing step and errno) if the child could not
+  // be set up or execve failed; the child is reaped in that case.
+  static Result<Subprocess> Spawn(const SpawnOptions& options);
+
+  bool valid() const { return pidfd_.valid(); }
+  pid_t pid() const { return pid_; }
+  // Readable (POLLIN) once the child has exited; usable in a caller's poll set.
+  int pidfd() const { return pidfd_.get(); }
+  bool reaped() const { return status_.has_value(); }
+
+  // Sends `sig` through the pidfd (never to a recycled pid). A child that already exited is not
+  // an error.
+  Status Signal(int sig);
+
+  // Waits for the child to exit, until `deadline` if given. Returns the exit status, or nullopt
+  // if the deadline passed first. After a successful wait the child is reaped; later calls return
+  // the same status.
+  Result<std::optional<ExitStatus>> Wait(std::optional<Clock::time_point> deadline = std::nullopt);
+
+  // Reaps the child if it has exited; never blocks. nullopt while it is still running.
+  Result<std::optional<ExitStatus>> TryWait();
+
+  // SIGKILL, then wait. Idempotent.
+  ExitStatus KillAndWait();
+
+ private:
+  Subprocess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+
+  pid_t pid_ = -1;
+  UniqueFd pidfd_;
+  std::optional<ExitStatus> status_;
+};
+
+}  // namespace safex

@@ -1,0 +1,107 @@
+// GvisorDriver: runs each request in a fresh gVisor sandbox (runsc) and destroys it afterwards.
+//
+// Per run, under <state_root>/<run-id>/ (a private 0700 directory):
+//   bundle/config.json   the OCI spec built from the plan (oci_spec.h)
+//   bundle/rootfs/       a fresh, empty, read-only root with only mount points and a minimal /etc
+//   state/               runsc --root: this run's runsc state, never shared with another run
+//   out/<n>/             one fresh size-capped host tmpfs per kOutput mount, bound into the sandbox
+//   input-empty/         an empty read-only directory for a kInput mount when no input_dir is given
+// plus a cgroup <cgroup_parent>/<run-id> in every hierarchy (pre-created with the plan's limits, so
+// runsc only joins it and never creates or removes cgroups itself).
+//
+// runsc is started as `runsc --root=... --network=none --oci-seccomp --platform=... run`; the
+// container's stdin/stdout/stderr are passed with --pass-fd so runsc's own messages never mix with
+// the program's output. See docs/gvisor-notes.md for what runsc does and does not enforce and how
+// each limit is implemented and detected.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "drivers/cgroup/cgroup.h"
+#include "drivers/driver.h"
+#include "plan/plan.h"
+
+namespace safex::drivers {
+
+// One run's network when the plan grants egress (built by drivers/net; the supervisor adapts
+// net::RunNetwork to this). Owned by the driver for the duration of the run.
+class RunNetworkHandle {
+ public:
+  virtual ~RunNetworkHandle() = default;
+  // The run's network namespace: runsc is started inside it (setns before exec) with
+  // --network=host, so the sandbox sees exactly what that namespace routes.
+  virtual int netns_fd() const = 0;
+  // Contents for the sandbox's /etc/hosts ("" keeps the default: localhost only).
+  virtual std::string hosts_file() const { return ""; }
+  // Packets dropped by the run's egress rules so far.
+  virtual uint64_t DeniedEgress() = 0;
+  // Removes the run's network. Called after every process of the run is gone.
+  virtual Status Teardown() = 0;
+};
+
+// Builds the network of one run. Called only for plans whose network.egress is non-empty.
+using NetworkProvider = std::function<Result<std::unique_ptr<RunNetworkHandle>>(
+    const plan::Plan& plan, const std::string& run_id)>;
+
+struct GvisorOptions {
+  std::string runsc_path = "/usr/local/bin/runsc";
+  // Parent of every run's private directory (runsc state, bundle, output tmpfs).
+  std::string state_root = "/run/safex";
+  // Relative cgroup path under each hierarchy's root that holds the runs' cgroups.
+  std::string cgroup_parent = "safex";
+  std::string cgroup_root = "/sys/fs/cgroup";
+  // Oldest runsc accepted (the date in its version). 20240729 is the first release known to work
+  // on this kernel (older ones fail statx inside the sandbox).
+  int min_runsc_date = 20240729;
+  // The host pids cgroup is only a backstop (gVisor's own threads and stubs count against it; the
+  // plan's process limit is RLIMIT_NPROC inside): pids.max = base + per_pid * limits.pids.
+  uint64_t pids_backstop_base = 512;
+  uint64_t pids_backstop_per_pid = 8;
+  // How often CPU time and OOM kills are read from the cgroup while a run is live.
+  std::chrono::milliseconds poll_interval{20};
+  // After the sandbox is killed: how long runsc may take to exit before it is SIGKILLed.
+  std::chrono::milliseconds kill_grace{2000};
+  // Limit on runsc's own diagnostics kept in memory (its stderr).
+  size_t diagnostics_cap = 16 * 1024;
+  // Required for plans that grant egress; runs with egress are refused without it.
+  NetworkProvider network_provider;
+};
+
+class GvisorDriver : public Driver {
+ public:
+  explicit GvisorDriver(GvisorOptions options = {});
+  ~GvisorDriver() override;
+
+  const char* name() const override { return "gvisor"; }
+
+  // runsc present and executable, version >= min_runsc_date, cgroups (v1 or v2) with memory,
+  // pids, cpu writable under cgroup_parent, state_root creatable. Unavailable otherwise.
+  Status Probe() override;
+
+  Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
+
+  // After a successful Probe: "0.0~20240729.0" and the cgroup version in use.
+  std::string runsc_version() const;
+  std::optional<cgroup::Version> cgroup_version() const;
+
+ private:
+  struct Ready {
+    std::string runsc_version;
+    int runsc_date = 0;
+    cgroup::CgroupHost cgroups;
+  };
+  Result<Ready> EnsureReady();
+
+  GvisorOptions options_;
+  mutable std::mutex mu_;
+  std::optional<Ready> ready_;  // guarded by mu_
+};
+
+}  // namespace safex::drivers

@@ -1,0 +1,375 @@
+// drivers/cgroup against a temporary directory laid out like a cgroup v2 tree (and like a v1
+// hybrid), with a CgroupFs that imitates the kernel: mkdir creates the control files of the
+// controllers the parent delegates, rmdir fails with EBUSY while processes remain, cgroup.kill
+// empties the cgroup. Unprivileged; runs under ASan.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "drivers/cgroup/cgroup.h"
+#include "drivers/gvisor/run_dir.h"
+
+namespace safex::drivers::cgroup {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::trunc);
+  out << data;
+}
+
+// Plays the kernel's part on a plain directory tree.
+class FakeKernelFs : public HostCgroupFs {
+ public:
+  explicit FakeKernelFs(bool v2) : v2_(v2) {}
+
+  int MakeDir(const std::string& path) override {
+    ++mkdirs;
+    if (int err = HostCgroupFs::MakeDir(path); err != 0) return err;
+    std::string parent = path.substr(0, path.rfind('/'));
+    std::vector<std::string> files = {"cgroup.procs"};
+    if (v2_) {
+      std::string delegated = ReadAll(parent + "/cgroup.subtree_control");
+      WriteAll(path + "/cgroup.controllers", delegated);
+      files.insert(files.end(), {"cgroup.subtree_control", "cgroup.kill", "cgroup.events"});
+      std::istringstream in(delegated);
+      std::string c;
+      while (in >> c) {
+        if (c == "memory") {
+          files.insert(files.end(), {"memory.max", "memory.swap.max", "memory.peak",
+                                     "memory.current", "memory.events"});
+          WriteAll(path + "/memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+        }
+        if (c == "pids") {
+          files.insert(files.end(), {"pids.max", "pids.current", "pids.events"});
+          WriteAll(path + "/pids.events", "max 0\n");
+        }
+        if (c == "cpu") {
+          files.insert(files.end(), {"cpu.max", "cpu.stat", "cpu.weight"});
+          WriteAll(path + "/cpu.stat", "usage_usec 0\nuser_usec 0\nsystem_usec 0\n");
+        }
+      }
+    } else {
+      files.push_back("tasks");
+      std::string hier = path.substr(0, path.find('/', root_len_ + 1));
+      std::string name = hier.substr(hier.rfind('/') + 1);
+      if (name == "memory") {
+        files.insert(files.end(), {"memory.limit_in_bytes", "memory.max_usage_in_bytes",
+                                   "memory.oom_control", "memory.memsw.limit_in_bytes"});
+        WriteAll(path + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+      }
+      if (name == "pids") {
+        files.insert(files.end(), {"pids.max", "pids.events"});
+        WriteAll(path + "/pids.events", "max 0\n");
+      }
+      if (name.find("cpu") != std::string::npos && name.find("cpuset") == std::string::npos) {
+        files.insert(files.end(), {"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpuacct.usage"});
+        WriteAll(path + "/cpuacct.usage", "0\n");
+      }
+      if (name == "cpuset") files.insert(files.end(), {"cpuset.cpus", "cpuset.mems"});
+    }
+    for (const std::string& f : files) {
+      if (access((path + "/" + f).c_str(), F_OK) != 0) WriteAll(path + "/" + f, "");
+    }
+    return 0;
+  }
+
+  int RemoveDir(const std::string& path) override {
+    ++rmdirs;
+    if (!ReadAll(path + "/cgroup.procs").empty()) return EBUSY;
+    // The kernel removes the control files with the directory.
+    gvisor::RemoveTree(path).ok();
+    return access(path.c_str(), F_OK) == 0 ? EIO : 0;
+  }
+
+  int WriteFile(const std::string& path, std::string_view data) override {
+    if (access(path.c_str(), F_OK) != 0) return ENOENT;  // control files are never created
+    writes[path] = std::string(data);
+    if (path.ends_with("/cgroup.kill") && data == "1") {
+      WriteAll(path.substr(0, path.rfind('/')) + "/cgroup.procs", "");
+      ++kills;
+      return 0;
+    }
+    if (path.ends_with("/cgroup.subtree_control")) {
+      // "+a +b": add to what is enabled, as the kernel does.
+      std::set<std::string> on;
+      std::istringstream cur(ReadAll(path));
+      std::string w;
+      while (cur >> w) on.insert(w);
+      std::istringstream add{std::string(data)};
+      while (add >> w) {
+        if (w[0] == '+') on.insert(w.substr(1));
+        if (w[0] == '-') on.erase(w.substr(1));
+      }
+      std::string out;
+      for (const std::string& c : on) out += (out.empty() ? "" : " ") + c;
+      WriteAll(path, out);
+      return 0;
+    }
+    WriteAll(path, std::string(data));
+    return 0;
+  }
+
+  int KillMember(pid_t pid, const std::string& procs_file) override {
+    killed.push_back(pid);
+    std::string procs = ReadAll(procs_file), out;
+    std::istringstream in(procs);
+    std::string w;
+    while (in >> w) {
+      if (w != std::to_string(pid)) out += w + "\n";
+    }
+    WriteAll(procs_file, out);
+    return 0;
+  }
+
+  void set_root_len(size_t n) { root_len_ = n; }
+
+  int mkdirs = 0, rmdirs = 0, kills = 0;
+  std::map<std::string, std::string> writes;
+  std::vector<pid_t> killed;
+
+ private:
+  bool v2_;
+  size_t root_len_ = 0;
+};
+
+class TempTree {
+ public:
+  TempTree() {
+    char tmpl[] = "/tmp/safex-cgtest-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempTree() { gvisor::RemoveTree(path_).ok(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A v2 root as on a systemd host: controllers available, none delegated yet from the root.
+void LayOutV2(const std::string& root) {
+  WriteAll(root + "/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  WriteAll(root + "/cgroup.subtree_control", "");
+  WriteAll(root + "/cgroup.procs", "1\n");
+}
+
+TEST(CgroupV2FakeTree, DetectsV2) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->version(), Version::kV2);
+  EXPECT_EQ(host->HierarchyDirs(), std::vector<std::string>{t.path()});
+}
+
+TEST(CgroupV2FakeTree, CreatesUnderOwnSubtreeDelegatesControllersAndSetsLimits) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  Limits l;
+  l.memory_bytes = 128 << 20;
+  l.pids_max = 600;
+  l.cpus = 2;
+  {
+    auto rc = host->CreateRun("safex", "run-1", l);
+    ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+    const std::string dir = t.path() + "/safex/run-1";
+    EXPECT_EQ(rc->oci_path(), "/safex/run-1");
+    EXPECT_EQ(rc->dirs(), std::vector<std::string>{dir});
+    // Controllers were delegated from the root down to safex/, so the leaf got its files.
+    EXPECT_EQ(ReadAll(t.path() + "/cgroup.subtree_control"), "cpu memory pids");
+    EXPECT_EQ(ReadAll(t.path() + "/safex/cgroup.subtree_control"), "cpu memory pids");
+    EXPECT_EQ(ReadAll(dir + "/memory.max"), std::to_string(128 << 20));
+    EXPECT_EQ(ReadAll(dir + "/memory.swap.max"), "0");
+    EXPECT_EQ(ReadAll(dir + "/pids.max"), "600");
+    EXPECT_EQ(ReadAll(dir + "/cpu.max"), "200000 100000");
+
+    // Accounting reads.
+    WriteAll(dir + "/cpu.stat", "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n");
+    WriteAll(dir + "/memory.peak", "4096\n");
+    WriteAll(dir + "/memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n");
+    WriteAll(dir + "/pids.events", "max 5\n");
+    EXPECT_EQ(*rc->CpuUsageNs(), 1500000u);
+    EXPECT_EQ(*rc->PeakMemoryBytes(), 4096u);
+    EXPECT_EQ(*rc->OomKills(), 2u);
+    EXPECT_EQ(*rc->PidsLimitHits(), 5u);
+
+    // A leftover "process" keeps it busy until cgroup.kill empties it.
+    WriteAll(dir + "/cgroup.procs", "4242\n4243\n");
+    auto procs = rc->Procs();
+    ASSERT_TRUE(procs.ok());
+    EXPECT_EQ(*procs, (std::vector<pid_t>{4242, 4243}));
+  }  // RAII: destroyed here
+  EXPECT_NE(access((t.path() + "/safex/run-1").c_str(), F_OK), 0) << "run cgroup not removed";
+  EXPECT_EQ(access((t.path() + "/safex").c_str(), F_OK), 0) << "shared parent must stay";
+  EXPECT_GE(fs.kills, 1) << "leftovers were not killed before rmdir";
+}
+
+TEST(CgroupV2FakeTree, ALeftoverIsNeverAdopted) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  auto first = host->CreateRun("safex", "dup", {});
+  ASSERT_TRUE(first.ok());
+  auto second = host->CreateRun("safex", "dup", {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kFailedPrecondition);
+  // The refused attempt must not have removed the first one's directory.
+  EXPECT_EQ(access((t.path() + "/safex/dup").c_str(), F_OK), 0);
+}
+
+TEST(CgroupV2FakeTree, NestedParentAndBadNames) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  auto rc = host->CreateRun("system.slice/safex.service/runs", "r1", {});
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(rc->oci_path(), "/system.slice/safex.service/runs/r1");
+  EXPECT_EQ(ReadAll(t.path() + "/system.slice/safex.service/runs/cgroup.subtree_control"),
+            "cpu memory pids");
+  for (const char* bad : {"../x", "a/b", "", ".", "a b"}) {
+    EXPECT_EQ(host->CreateRun("safex", bad, {}).status().code(), Status::Code::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_EQ(host->CreateRun("/abs", "x", {}).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(host->CreateRun("a/../b", "x", {}).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
+  TempTree t;
+  LayOutV2(t.path());
+  // A kernel whose cgroup.kill does nothing: the cgroup stays busy.
+  class StuckFs : public FakeKernelFs {
+   public:
+    StuckFs() : FakeKernelFs(true) {}
+    int WriteFile(const std::string& path, std::string_view data) override {
+      if (path.ends_with("/cgroup.kill")) return 0;
+      return FakeKernelFs::WriteFile(path, data);
+    }
+  } fs;
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  auto rc = host->CreateRun("safex", "busy", {});
+  ASSERT_TRUE(rc.ok());
+  WriteAll(t.path() + "/safex/busy/cgroup.procs", "77\n");
+  Status st = rc->Destroy(std::chrono::milliseconds(100));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("Device or resource busy"), std::string::npos) << st.ToString();
+  EXPECT_GT(fs.rmdirs, 2) << "rmdir was not retried";
+  EXPECT_TRUE(rc->valid()) << "a cgroup that could not be removed must stay owned";
+  // Once it empties, a later Destroy succeeds.
+  WriteAll(t.path() + "/safex/busy/cgroup.procs", "");
+  EXPECT_TRUE(rc->Destroy().ok());
+  EXPECT_FALSE(rc->valid());
+}
+
+TEST(CgroupV2FakeTree, CheckUsableNamesMissingControllers) {
+  TempTree t;
+  WriteAll(t.path() + "/cgroup.controllers", "cpu io\n");
+  WriteAll(t.path() + "/cgroup.subtree_control", "");
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  Status st = host->CheckUsable("safex");
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("memory, pids"), std::string::npos) << st.ToString();
+}
+
+TEST(CgroupV2FakeTree, CheckUsableCreatesAndRemovesAProbe) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  EXPECT_TRUE(host->CheckUsable("safex").ok());
+  EXPECT_EQ(access((t.path() + "/safex").c_str(), F_OK), 0);
+  EXPECT_EQ(fs.mkdirs, 2);  // safex, then the probe
+  EXPECT_EQ(fs.rmdirs, 1);  // the probe only
+  EXPECT_NE(fs.writes.count(t.path() + "/safex/" + "cgroup.subtree_control"), 0u);
+}
+
+TEST(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
+  TempTree t;
+  FakeKernelFs fs(false);
+  fs.set_root_len(t.path().size());
+  for (const char* h : {"cpu,cpuacct", "memory", "pids", "cpuset", "freezer"}) {
+    std::string d = t.path() + "/" + h;
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    WriteAll(d + "/cgroup.procs", "");
+    WriteAll(d + "/tasks", "");
+  }
+  WriteAll(t.path() + "/cpuset/cpuset.cpus", "0-3\n");
+  WriteAll(t.path() + "/cpuset/cpuset.mems", "0\n");
+  // cpu and cpuacct as symlinks to the co-mounted hierarchy, as on many distributions.
+  ASSERT_EQ(symlink("cpu,cpuacct", (t.path() + "/cpu").c_str()), 0);
+  ASSERT_EQ(symlink("cpu,cpuacct", (t.path() + "/cpuacct").c_str()), 0);
+  // The v2 mount of a hybrid layout has no tasks file: not a v1 hierarchy.
+  ASSERT_EQ(mkdir((t.path() + "/unified").c_str(), 0755), 0);
+  WriteAll(t.path() + "/unified/cgroup.procs", "");
+
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  EXPECT_EQ(host->version(), Version::kV1);
+  EXPECT_EQ(host->HierarchyDirs(),
+            (std::vector<std::string>{t.path() + "/cpu,cpuacct", t.path() + "/cpuset",
+                                      t.path() + "/freezer", t.path() + "/memory",
+                                      t.path() + "/pids"}));
+  Limits l;
+  l.memory_bytes = 1 << 26;
+  l.pids_max = 100;
+  l.cpus = 1;
+  auto rc = host->CreateRun("safex", "r", l);
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(rc->dirs().size(), 5u);
+  EXPECT_EQ(ReadAll(t.path() + "/memory/safex/r/memory.limit_in_bytes"), std::to_string(1 << 26));
+  EXPECT_EQ(ReadAll(t.path() + "/memory/safex/r/memory.memsw.limit_in_bytes"),
+            std::to_string(1 << 26));
+  EXPECT_EQ(ReadAll(t.path() + "/pids/safex/r/pids.max"), "100");
+  EXPECT_EQ(ReadAll(t.path() + "/cpu,cpuacct/safex/r/cpu.cfs_quota_us"), "100000");
+  EXPECT_EQ(ReadAll(t.path() + "/cpuset/safex/cpuset.cpus"), "0-3");
+  EXPECT_EQ(ReadAll(t.path() + "/cpuset/safex/r/cpuset.cpus"), "0-3");
+  EXPECT_EQ(ReadAll(t.path() + "/cpuset/safex/r/cpuset.mems"), "0");
+  WriteAll(t.path() + "/cpu,cpuacct/safex/r/cpuacct.usage", "123456789\n");
+  WriteAll(t.path() + "/memory/safex/r/memory.oom_control",
+           "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+  EXPECT_EQ(*rc->CpuUsageNs(), 123456789u);
+  EXPECT_EQ(*rc->OomKills(), 1u);
+
+  // v1 has no cgroup.kill: members are killed one by one (pinned by pidfd in the real fs).
+  WriteAll(t.path() + "/pids/safex/r/cgroup.procs", "11\n12\n");
+  EXPECT_TRUE(rc->KillAll().ok());
+  EXPECT_EQ(fs.killed, (std::vector<pid_t>{11, 12}));
+  EXPECT_TRUE(rc->Destroy().ok());
+  for (const std::string& h : host->HierarchyDirs()) {
+    EXPECT_NE(access((h + "/safex/r").c_str(), F_OK), 0) << h;
+  }
+}
+
+TEST(CgroupFakeTree, NoCgroupsAtAllIsUnavailable) {
+  TempTree t;
+  FakeKernelFs fs(true);
+  EXPECT_EQ(CgroupHost::Detect(t.path(), &fs).status().code(), Status::Code::kUnavailable);
+}
+
+}  // namespace
+}  // namespace safex::drivers::cgroup
