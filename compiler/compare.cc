@@ -6,6 +6,7 @@
 
 #include "compiler/values.h"
 #include "plan/plan_json.h"
+#include "plan/verify.h"
 
 namespace safex::compiler {
 namespace {
@@ -122,6 +123,26 @@ class Comparer {
     return s;
   }
 
+  // An old bind mount that shows everything the new bind `m` shows, at the same place, with flags
+  // at least as loose: then `m` is a narrowing (rootfs ["/usr/lib"] in place of ["/usr"]).
+  const plan::Mount* WiderBind(const plan::Mount& m) const {
+    if (m.kind != plan::MountKind::kBind) return nullptr;
+    for (const auto& o : o_.mounts) {
+      if (o.kind != plan::MountKind::kBind || !plan::IsNormalAbsolutePath(o.target) ||
+          !plan::IsNormalAbsolutePath(o.source) || !plan::PathWithin(m.target, o.target) ||
+          !plan::PathWithin(m.source, o.source)) {
+        continue;
+      }
+      std::string rel_target = o.target == "/" ? m.target : m.target.substr(o.target.size());
+      std::string rel_source = o.source == "/" ? m.source : m.source.substr(o.source.size());
+      if (rel_target != rel_source) continue;
+      bool flags_ok = (m.read_only || !o.read_only) && (m.noexec || !o.noexec) &&
+                      (m.nosuid || !o.nosuid) && (m.nodev || !o.nodev);
+      if (flags_ok) return &o;
+    }
+    return nullptr;
+  }
+
   void Mounts() {
     std::map<std::string, size_t> old_by_target;
     for (size_t i = 0; i < o_.mounts.size(); ++i) old_by_target[o_.mounts[i].target] = i;
@@ -131,7 +152,11 @@ class Comparer {
       std::string f = Idx("mounts", i);
       auto it = old_by_target.find(m.target);
       if (it == old_by_target.end()) {
-        Add(Effect::kLoosens, "E048", f, "adds mount " + Describe(m));
+        if (const plan::Mount* wider = WiderBind(m)) {
+          Add(Effect::kTightens, "", f, "narrows mount " + Describe(*wider) + " to " + Describe(m));
+        } else {
+          Add(Effect::kLoosens, "E048", f, "adds mount " + Describe(m));
+        }
         continue;
       }
       kept.insert(m.target);

@@ -156,6 +156,18 @@ TEST(CompilerTest, ProvenanceNamesTheStatementAndTheAncestor) {
   EXPECT_EQ(r.plan->policy_name, "child");
 }
 
+TEST(CompilerTest, ANarrowerRootfsTightens) {
+  TempDir dir;
+  dir.Write("base.policy", Policy("base"));
+  auto r = Compile(dir.Write("child.policy",
+                             Policy("child", "  rootfs host_readonly [\"/usr/lib\", \"/lib\"]\n", "base")));
+  ASSERT_TRUE(r.ok()) << RenderAll(r);
+  EXPECT_EQ(r.plan->mounts[0].target, "/usr/lib");
+  r = Compile(dir.Write("child2.policy",
+                        Policy("child2", "  rootfs host_readonly [\"/usr\", \"/opt\"]\n", "base")));
+  EXPECT_THAT(CodesOnly(r), ElementsAre("E048"));
+}
+
 TEST(CompilerTest, AChildMayTighten) {
   TempDir dir;
   dir.Write("base.policy", Policy("base"));
