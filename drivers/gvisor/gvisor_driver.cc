@@ -111,19 +111,21 @@ Status MakeDir(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-bool DirEmpty(const std::string& path) {
+// Entries of a directory (without . and ..); empty if it does not exist.
+std::vector<std::string> DirEntries(const std::string& path) {
+  std::vector<std::string> out;
   DIR* d = opendir(path.c_str());
-  if (d == nullptr) return errno == ENOENT;
-  bool empty = true;
+  if (d == nullptr) return out;
   while (dirent* e = readdir(d)) {
     if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      empty = false;
-      break;
+      out.emplace_back(e->d_name);
     }
   }
   closedir(d);
-  return empty;
+  return out;
 }
+
+bool DirEmpty(const std::string& path) { return DirEntries(path).empty(); }
 
 // The last non-empty line of runsc's diagnostics (its error, if it failed).
 std::string LastLine(const std::string& text) {
@@ -196,11 +198,16 @@ struct RunState {
     if (runsc.valid() && !runsc.reaped()) {
       // Ask runsc first (it knows the container's processes), then make sure through the cgroup:
       // every process runsc started for this run (gofer, sandbox, stubs) is in it.
+      // Letting runsc end it cleanly keeps its state consistent; the cgroup kill is the fallback
+      // for a sandbox that does not go (wedged sentry, runsc itself stuck).
       auto k = RunTool(Runsc({"kill", "--all", run_id, "KILL"}), std::chrono::milliseconds(1000));
       (void)k;
-      if (cg.valid()) cg.KillAll().ok();
       auto st = runsc.Wait(Clock::now() + grace);
-      if (!st.ok() || !st->has_value()) runsc.KillAndWait();
+      if (!st.ok() || !st->has_value()) {
+        if (cg.valid()) cg.KillAll().ok();
+        st = runsc.Wait(Clock::now() + std::chrono::milliseconds(500));
+        if (!st.ok() || !st->has_value()) runsc.KillAndWait();
+      }
     }
     if (cg.valid()) {
       // Wait (briefly) until the kernel has emptied the cgroup.
@@ -220,8 +227,16 @@ struct RunState {
     if (!state_dir.empty() && !DirEmpty(state_dir)) {
       auto d = RunTool(Runsc({"delete", "--force", run_id}), std::chrono::milliseconds(5000));
       if (!d.ok()) Note("runsc delete", d.status());
-      if (!DirEmpty(state_dir)) {
-        Note("runsc state", Status::Internal("state left in " + state_dir +
+      // A sandbox killed from outside cannot remove its control socket and lock file; they go
+      // with the private directory. A container state file left behind is an error.
+      std::vector<std::string> left;
+      for (const std::string& n : DirEntries(state_dir)) {
+        if (!n.ends_with(".sock") && !n.ends_with(".lock")) left.push_back(n);
+      }
+      if (!left.empty()) {
+        std::string names;
+        for (const std::string& n : left) names += (names.empty() ? "" : ", ") + n;
+        Note("runsc state", Status::Internal("state left in " + state_dir + " (" + names + ")" +
                                              (d.ok() ? ": " + LastLine(d->output) : "")));
       }
     }
