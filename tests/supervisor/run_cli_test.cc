@@ -1,0 +1,312 @@
+// `safex run` end to end, as a user runs it: the built binary, real runsc, a real SQLite audit
+// log. Every test also checks that nothing is left on the machine (LeakCheckedTest).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "audit/audit_log.h"
+#include "tests/support/leak_check.h"
+#include "tests/support/run_process.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_support.h"
+
+namespace safex {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProcessOutput;
+using testing::RunSafex;
+using testing::TempDir;
+
+std::string Example(const std::string& name) {
+  return testing::SourceDir() + "/policies/examples/" + name + ".policy";
+}
+
+class RunCliTest : public testing::LeakCheckedTest {
+ protected:
+  void SetUp() override {
+    SAFEX_REQUIRE_ROOT();
+    SAFEX_REQUIRE(access("/usr/local/bin/runsc", X_OK) == 0, "runsc (scripts/install-deps.sh)");
+    LeakCheckedTest::SetUp();
+  }
+
+  std::vector<std::string> RunArgs(const std::string& policy) {
+    return {"run", "--policy", policy, "--audit-db", dir_.Join("audit.db"), "--audit-key",
+            dir_.Join("audit.key")};
+  }
+
+  // safex run --policy POLICY [extra...] -- argv...
+  ProcessOutput Run(const std::string& policy, const std::vector<std::string>& argv,
+                    const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = RunArgs(policy);
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.insert(args.end(), argv.begin(), argv.end());
+    return RunSafex(args);
+  }
+
+  nlohmann::json RunJson(const std::string& policy, const std::vector<std::string>& argv,
+                         std::vector<std::string> extra = {}) {
+    extra.push_back("--json");
+    ProcessOutput r = Run(policy, argv, extra);
+    last_status_ = r.status;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out << "\nstderr: " << r.err;
+    if (!j.is_discarded()) {
+      EXPECT_EQ(j["exit_status"], r.status);
+    }
+    return j;
+  }
+
+  audit::RunDetail AuditOf(const std::string& run_id) {
+    audit::AuditOptions o;
+    o.read_only = true;
+    auto log = audit::AuditLog::Open(dir_.Join("audit.db"), o);
+    EXPECT_TRUE(log.ok()) << log.status().message();
+    if (!log.ok()) return {};
+    auto detail = (*log)->GetRun(run_id);
+    EXPECT_TRUE(detail.ok()) << detail.status().message();
+    return detail.ok() ? *detail : audit::RunDetail{};
+  }
+
+  TempDir dir_;
+  int last_status_ = -1;
+};
+
+TEST_F(RunCliTest, PythonPrintsFortyTwo) {
+  ProcessOutput r = Run(Example("python-untrusted"), {"python3", "-c", "print(6*7)"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "42\n");
+}
+
+TEST_F(RunCliTest, JsonResultIsRecordedInTheAuditLog) {
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"python3", "-c", "print(6*7)"});
+  EXPECT_EQ(last_status_, 0);
+  EXPECT_EQ(j["verdict"], "ok");
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_EQ(j["stdout"]["text"], "42\n");
+  EXPECT_EQ(j["stdout"]["bytes"], 3);
+  EXPECT_EQ(j["stdout"]["truncated"], false);
+  EXPECT_EQ(j["policy"], "python-untrusted");
+  EXPECT_EQ(j["backend"], "gvisor");
+  EXPECT_EQ(j["plan_digest"].get<std::string>().size(), 64u);
+  EXPECT_GT(j["wall_ns"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["cpu_ns"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["peak_memory_bytes"].get<uint64_t>(), 0u);
+
+  audit::RunDetail d = AuditOf(j["run_id"]);
+  EXPECT_EQ(d.run.state, "finished");
+  EXPECT_EQ(d.run.verdict, "ok");
+  EXPECT_EQ(d.run.plan_digest, j["plan_digest"]);
+  EXPECT_EQ(d.run.policy_name, "python-untrusted");
+  EXPECT_EQ(d.run.argv, (std::vector<std::string>{"python3", "-c", "print(6*7)"}));
+  ASSERT_TRUE(d.run.exit_code.has_value());
+  EXPECT_EQ(*d.run.exit_code, 0);
+  ASSERT_TRUE(d.run.stdout_summary.has_value());
+  EXPECT_EQ(d.run.stdout_summary->sha256, j["stdout"]["sha256"]);
+  EXPECT_EQ(d.events.size(), 2u);  // start, end
+}
+
+TEST_F(RunCliTest, ProgramExitStatusIsPassedThrough) {
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"), {"python3", "-c", "import sys; sys.exit(3)"});
+  EXPECT_EQ(last_status_, 3);
+  EXPECT_EQ(j["verdict"], "nonzero-exit");
+  EXPECT_EQ(j["exit_code"], 3);
+}
+
+TEST_F(RunCliTest, NotFoundAndNotExecutable) {
+  ProcessOutput r = Run(Example("python-untrusted"), {"/no/such/program"});
+  EXPECT_EQ(r.status, 127) << r.err;
+  r = Run(Example("python-untrusted"), {"/usr"});
+  EXPECT_EQ(r.status, 126) << r.err;
+}
+
+TEST_F(RunCliTest, WallTimeKillsAt124) {
+  nlohmann::json j = RunJson(Example("python-untrusted"),
+                             {"python3", "-c", "import signal,time\n"
+                                               "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                               "while True: time.sleep(1)"});
+  EXPECT_EQ(last_status_, 124);
+  EXPECT_EQ(j["verdict"], "timeout");
+  EXPECT_EQ(j["limit"], "wall_time");
+  EXPECT_EQ(AuditOf(j["run_id"]).run.verdict, "timeout");
+}
+
+TEST_F(RunCliTest, MemoryLimitKillsAt137) {
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"),
+              {"python3", "-c", "b = []\nwhile True: b.append(bytearray(16 << 20))"});
+  EXPECT_EQ(last_status_, 137);
+  EXPECT_EQ(j["verdict"], "memory-limit");
+  EXPECT_EQ(j["limit"], "memory");
+}
+
+TEST_F(RunCliTest, CpuLimitKills) {
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"python3", "-c", "while True: pass"});
+  // Either limit may fire first on a loaded machine (wall 10s, cpu 5s); both kill and say so.
+  EXPECT_TRUE(j["verdict"] == "cpu-limit" || j["verdict"] == "timeout") << j.dump();
+  if (j["verdict"] == "cpu-limit") {
+    EXPECT_EQ(last_status_, 152);
+  }
+}
+
+TEST_F(RunCliTest, OutputFloodIsCappedAndStopped) {
+  // 1 GiB to stdout against a 1 MiB output limit.
+  nlohmann::json j = RunJson(
+      Example("python-untrusted"),
+      {"python3", "-c", "import sys\nb = b'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.buffer.write(b)"});
+  EXPECT_EQ(last_status_, 123) << j.dump();
+  EXPECT_EQ(j["verdict"], "output-limit");
+  EXPECT_EQ(j["stdout"]["truncated"], true);
+  EXPECT_LE(j["stdout"]["captured_bytes"].get<uint64_t>(), 1u << 20);
+}
+
+TEST_F(RunCliTest, EnvironmentIsExactlyThePolicys) {
+  setenv("SAFEX_TEST_SECRET", "leak", 1);
+  nlohmann::json j = RunJson(Example("python-untrusted"),
+                             {"python3", "-c", "import os; print(' '.join(sorted(os.environ)))"});
+  unsetenv("SAFEX_TEST_SECRET");
+  EXPECT_EQ(j["stdout"]["text"],
+            "HOME LANG PATH PYTHONDONTWRITEBYTECODE PYTHONNOUSERSITE PYTHONUNBUFFERED\n");
+}
+
+TEST_F(RunCliTest, ArgvIsPassedVerbatim) {
+  std::vector<std::string> hostile = {"$(id)", "; rm -rf /", "`uname`", "*", "a b", "'\"", "$HOME"};
+  std::vector<std::string> argv = {"python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"};
+  argv.insert(argv.end(), hostile.begin(), hostile.end());
+  nlohmann::json j = RunJson(Example("python-untrusted"), argv);
+  EXPECT_EQ(nlohmann::json::parse(j["stdout"]["text"].get<std::string>()),
+            nlohmann::json(hostile));
+}
+
+TEST_F(RunCliTest, StdinInputAndOutputFiles) {
+  TempDir in, out_parent;
+  in.Write("script.py",
+           "import json, sys\n"
+           "data = sys.stdin.read()\n"
+           "json.dump({'len': len(data)}, open('/data/out/result.json', 'w'))\n"
+           "print('done')\n");
+  // The sandbox runs as nobody: the caller's input must be readable by it.
+  chmod(in.path().c_str(), 0755);
+  chmod(in.Join("script.py").c_str(), 0644);
+  std::string stdin_file = dir_.Write("stdin.txt", "hello");
+  std::string out = out_parent.Join("out");
+  ProcessOutput r = Run(Example("python-untrusted"), {"python3", "/data/in/script.py"},
+                        {"--input", in.path(), "--output", out, "--stdin", stdin_file});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "done\n");
+  std::ifstream f(out + "/result.json");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{\"len\": 5}");
+}
+
+TEST_F(RunCliTest, RejectedOutputFileIsNotDelivered) {
+  TempDir out_parent;
+  std::string out = out_parent.Join("out");
+  nlohmann::json j = RunJson(
+      Example("python-untrusted"),
+      {"python3", "-c", "open('/data/out/result.json', 'w').write('{not json')"},
+      {"--output", out});
+  EXPECT_EQ(last_status_, 122);
+  EXPECT_EQ(j["verdict"], "validator-rejected");
+  EXPECT_FALSE(std::filesystem::exists(out + "/result.json"));
+}
+
+TEST_F(RunCliTest, SecretShapedStdoutIsRejected) {
+  nlohmann::json j = RunJson(Example("python-untrusted"),
+                             {"python3", "-c", "print('key: AKIA' + 'B' * 16)"});
+  EXPECT_EQ(last_status_, 122);
+  EXPECT_EQ(j["verdict"], "validator-rejected");
+  EXPECT_EQ(j["stdout"]["text"], "");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("reject"));
+  EXPECT_EQ(AuditOf(j["run_id"]).run.verdict, "validator-rejected");
+}
+
+TEST_F(RunCliTest, FreshFilesystemEveryRun) {
+  ProcessOutput a = Run(Example("python-untrusted"),
+                        {"python3", "-c", "open('/tmp/marker', 'w').write('x'); print('wrote')"});
+  EXPECT_EQ(a.out, "wrote\n") << a.err;
+  ProcessOutput b = Run(Example("python-untrusted"),
+                        {"python3", "-c", "import os; print(os.path.exists('/tmp/marker'))"});
+  EXPECT_EQ(b.out, "False\n") << b.err;
+}
+
+TEST_F(RunCliTest, BadPolicyIsRefusedAndAudited) {
+  std::string bad = dir_.Write("bad.policy", "policy \"x\" {\n  limits { memroy = 1MiB }\n}\n");
+  ProcessOutput r = Run(bad, {"/bin/true"});
+  EXPECT_EQ(r.status, 125);
+  EXPECT_THAT(r.err, HasSubstr("error[E0"));
+  audit::AuditOptions o;
+  o.read_only = true;
+  auto log = audit::AuditLog::Open(dir_.Join("audit.db"), o);
+  ASSERT_TRUE(log.ok());
+  audit::RunFilter filter;
+  filter.state = "refused";
+  auto runs = (*log)->ListRuns(filter);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_THAT(runs->front().reason, HasSubstr("does not compile"));
+}
+
+TEST_F(RunCliTest, MissingRunscIsRefusedNeverRunElsewhere) {
+  TempDir out_parent;
+  std::string out = out_parent.Join("out");
+  nlohmann::json j = RunJson(Example("python-untrusted"),
+                             {"python3", "-c", "open('/data/out/ran', 'w').write('x')"},
+                             {"--runsc", "/nonexistent/runsc", "--output", out});
+  EXPECT_EQ(last_status_, 125);
+  EXPECT_EQ(j["verdict"], "refused");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("runsc"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/ran"));
+  EXPECT_EQ(AuditOf(j["run_id"]).run.state, "refused");
+}
+
+TEST_F(RunCliTest, UnwritableAuditLogRefusesBeforeAnythingRuns) {
+  TempDir out_parent;
+  std::string out = out_parent.Join("out");
+  std::vector<std::string> args = {"run", "--policy", Example("python-untrusted"),
+                                   "--audit-db", "/proc/safex-no-such-dir/audit.db",
+                                   "--output", out, "--",
+                                   "python3", "-c", "open('/data/out/ran', 'w').write('x')"};
+  ProcessOutput r = RunSafex(args);
+  EXPECT_EQ(r.status, 125);
+  EXPECT_THAT(r.err, HasSubstr("audit log"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/ran"));
+}
+
+TEST_F(RunCliTest, EightConcurrentRuns) {
+  std::vector<std::future<ProcessOutput>> runs;
+  for (int i = 0; i < 8; ++i) {
+    runs.push_back(std::async(std::launch::async, [this, i] {
+      return Run(Example("python-untrusted"),
+                 {"python3", "-c", "print(" + std::to_string(i) + " * 7)"});
+    }));
+  }
+  for (int i = 0; i < 8; ++i) {
+    ProcessOutput r = runs[i].get();
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, std::to_string(i * 7) + "\n");
+  }
+  audit::AuditOptions o;
+  o.read_only = true;
+  auto log = audit::AuditLog::Open(dir_.Join("audit.db"), o);
+  ASSERT_TRUE(log.ok());
+  auto report = (*log)->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok) << report->problem;
+  EXPECT_EQ(report->events, 16u);
+}
+
+}  // namespace
+}  // namespace safex
