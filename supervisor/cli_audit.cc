@@ -312,7 +312,7 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
     std::cout << Dump(j, 2) << "\n";
     return kExitOk;
   }
-  auto esc = [](const std::string& s) { return audit::EscapeForTerminal(s); };
+  auto esc = [](const std::string& s) { return s.empty() ? "-" : audit::EscapeForTerminal(s); };
   std::vector<std::vector<std::string>> rows = {
       {"run id:", esc(r.run_id)},
       {"state:", r.state},

@@ -93,6 +93,21 @@ TEST(CanonicalTest, DecodeRejectsWhatEncodeCannotProduce) {
   EXPECT_FALSE(DecodeEvent(bad).ok());
 }
 
+// Pins the byte format documented in canonical.h and docs/audit.md.
+TEST(CanonicalTest, GoldenEncoding) {
+  EventRow row;
+  row.values[kColSeq] = int64_t{1};
+  row.values[kColKind] = std::string("start");
+  std::string enc = EncodeEvent(row);
+  const std::string head("safex-audit-event\0\x01\x00\x1d"
+                         "\x03seqI\0\0\0\0\0\0\0\x01"
+                         "\x04kindT\0\0\0\x05start"
+                         "\x06run_idN",
+                         18 + 1 + 2 + 13 + 15 + 8);
+  EXPECT_EQ(enc.substr(0, head.size()), head);
+  EXPECT_EQ(enc.substr(enc.size() - 8), std::string("\x06reasonN"));
+}
+
 TEST(CanonicalTest, ChainHashDependsOnPreviousHashAndLogId) {
   EventRow row;
   std::string enc = EncodeEvent(row);
