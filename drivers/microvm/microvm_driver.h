@@ -1,0 +1,95 @@
+// MicrovmDriver: runs each request in a fresh QEMU `-M microvm` guest (the Firecracker/Kata model)
+// and destroys it afterwards. The same plan means the same thing as under gVisor: every limit,
+// mount and syscall rule is enforced inside the guest by the agent (guest/), and the VM boundary,
+// the VMM's host cgroup and the supervisor's deadlines hold even if the guest is compromised.
+//
+// Per run:
+//   <state_root>/images/<key>.erofs   the read-only image of the plan's bind sources (cached,
+//                                     rootfs_image.h); passed to QEMU as an fd
+//   <state_root>/runs/<run-id>/       private 0700 directory: the input image (if any)
+//   cgroup <cgroup_parent>/microvm-<run-id> in every hierarchy: the VMM's memory (guest RAM +
+//                                     overhead), pids and CPU (vcpus)
+//   one QEMU process, started as a per-run unprivileged uid (vmm_process.h), its seccomp sandbox on
+//   one detached host tmpfs per kOutput mount, filled from the guest's output stream
+//                                     (output_receiver.h), handed to request.collect_output after
+//                                     QEMU is gone
+// Wall time is the supervisor's: from the agent's kStarted, QEMU is killed at the deadline. The
+// boot (kernel + agent setup) has its own deadline (boot_timeout); a guest that hangs there is
+// killed and the run refused ("the guest did not boot"). See docs/microvm.md.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "drivers/driver.h"
+#include "plan/plan.h"
+
+namespace safex::drivers {
+
+struct MicrovmOptions {
+  std::string qemu_path = "/usr/bin/qemu-system-x86_64";
+  std::string kernel_path = "/usr/local/lib/safex/guest/vmlinuz";
+  std::string initramfs_path = "/usr/local/lib/safex/guest/initramfs.cpio";
+  std::string mkfs_erofs_path = "/usr/bin/mkfs.erofs";
+  // Image cache, per-run directories, the KVM probe cache.
+  std::string state_root = "/var/lib/safex/microvm";
+  // The operator's KVM policy: auto (KVM when the probe says it works, TCG otherwise), require
+  // (no usable KVM: every run refused), never (TCG always; no probe).
+  plan::KvmMode kvm = plan::KvmMode::kAuto;
+  std::chrono::milliseconds kvm_probe_timeout{5000};
+  // From QEMU's start to the agent's kStarted (kernel boot + modules + mounts). TCG on a loaded
+  // 2-core host can take well over 10 s.
+  std::chrono::milliseconds boot_timeout{60000};
+  // From the program's exit to the end of the output stream.
+  std::chrono::milliseconds collect_timeout{60000};
+  // Guest RAM = the plan's memory limit + this (kernel, agent, page cache of the images).
+  uint64_t guest_overhead_bytes = 160ull << 20;
+  // The VMM's host cgroup memory limit = guest RAM + this (QEMU itself, the TCG cache).
+  uint64_t vmm_overhead_bytes = 320ull << 20;
+  uint32_t tcg_tb_mib = 64;
+  // Host cgroup placement of the VMM (cgroup v1 or v2, detected).
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string cgroup_parent = "safex";
+  uint64_t vmm_pids = 256;
+  // QEMU runs as uid/gid vmm_id_base + (hash of the run id mod vmm_id_count): a uid no other run
+  // (probably) shares and no account owns. 0 count: always vmm_id_base.
+  uint32_t vmm_id_base = 0x5afe0000;
+  uint32_t vmm_id_count = 65536;
+  size_t max_stdin_bytes = 64ull << 20;
+  size_t image_cache_max = 4;
+};
+
+class MicrovmDriver : public Driver {
+ public:
+  explicit MicrovmDriver(MicrovmOptions options = {});
+  ~MicrovmDriver() override;
+
+  const char* name() const override { return "microvm"; }
+
+  // QEMU, kernel, initramfs and mkfs.erofs present; cgroups usable; state_root writable; the
+  // host's TSC frequency measured; KVM probed unless kvm = never (with the deadline; cached for
+  // the host's boot). Unavailable with the reason otherwise, including kvm = require without KVM.
+  Status Probe() override;
+
+  Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
+
+  // After Probe: whether KVM is usable here and why (the probe's detail).
+  std::optional<bool> kvm_usable() const;
+  std::string kvm_detail() const;
+
+ private:
+  struct Ready;
+  Result<const Ready*> EnsureReady();
+
+  MicrovmOptions options_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Ready> ready_;  // guarded by mu_; immutable once set
+};
+
+}  // namespace safex::drivers

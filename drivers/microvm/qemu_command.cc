@@ -1,0 +1,57 @@
+#include "drivers/microvm/qemu_command.h"
+
+#include "drivers/microvm/wire.h"
+
+namespace safex::microvm {
+
+const char* AccelName(Accel a) { return a == Accel::kKvm ? "kvm" : "tcg"; }
+
+std::string KernelCommandLine(const VmConfig& c) {
+  // quiet: the serial console is slow under TCG and only a diagnostic tail is kept.
+  // panic=-1: a guest panic (e.g. the agent, PID 1, died) reboots, and -no-reboot ends QEMU.
+  // pci=off: microvm has no PCI bus; skipping the probe saves boot time.
+  std::string s = "console=ttyS0 quiet panic=-1 pci=off";
+  if (c.accel == Accel::kTcg && c.tsc_khz > 0) s += " tsc_early_khz=" + std::to_string(c.tsc_khz);
+  if (c.probe) s += " safex.mode=probe";
+  return s;
+}
+
+std::vector<std::string> BuildQemuArgv(const VmConfig& c) {
+  std::vector<std::string> a = {c.qemu_path};
+  auto add = [&a](std::initializer_list<std::string> items) {
+    for (const std::string& s : items) a.push_back(s);
+  };
+  add({"-M", "microvm,x-option-roms=off"});
+  if (c.accel == Accel::kKvm) {
+    add({"-accel", "kvm", "-cpu", "host"});
+  } else {
+    add({"-accel", "tcg,tb-size=" + std::to_string(c.tcg_tb_mib), "-cpu", "max"});
+  }
+  add({"-m", std::to_string(c.memory_mib) + "M", "-smp", std::to_string(c.vcpus)});
+  add({"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-msg",
+       "timestamp=off"});
+  if (c.qemu_sandbox) {
+    // QEMU's seccomp filter: no obsolete syscalls, no privilege changes, no fork/exec, no
+    // scheduler or resource tweaks. It runs unprivileged anyway (vmm_process.h).
+    add({"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
+  }
+  add({"-kernel", c.kernel_path, "-initrd", c.initramfs_path, "-append", KernelCommandLine(c)});
+  add({"-chardev", "socket,id=con,fd=" + std::to_string(c.console_fd), "-serial", "chardev:con"});
+  add({"-device", "virtio-serial-device,max_ports=2", "-chardev",
+       "socket,id=ctl,fd=" + std::to_string(c.ctl_fd), "-device",
+       std::string("virtserialport,chardev=ctl,name=") + kPortName});
+  for (size_t i = 0; i < c.disks.size(); ++i) {
+    std::string set = std::to_string(i + 1);
+    std::string id = "disk" + std::to_string(i);
+    add({"-add-fd", "fd=" + std::to_string(c.disks[i].fd) + ",set=" + set, "-drive",
+         "file=/dev/fdset/" + set + ",if=none,id=" + id + ",format=raw,readonly=on", "-device",
+         "virtio-blk-device,drive=" + id + ",serial=" + c.disks[i].serial});
+  }
+  if (c.tap_fd) {
+    add({"-netdev", "tap,id=net0,fd=" + std::to_string(*c.tap_fd), "-device",
+         "virtio-net-device,netdev=net0" + (c.mac.empty() ? std::string() : ",mac=" + c.mac)});
+  }
+  return a;
+}
+
+}  // namespace safex::microvm

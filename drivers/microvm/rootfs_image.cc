@@ -1,0 +1,429 @@
+#include "drivers/microvm/rootfs_image.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "common/sha256.h"
+
+namespace safex::microvm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bump when the image layout or the mkfs options change: old images are then never used.
+constexpr const char* kImageFormat = "safex-rootfs-erofs-v1";
+
+bool IsUnder(const std::string& path, const std::string& root) {
+  return root == "/" || path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+          path[root.size()] == '/');
+}
+
+struct Fingerprinter {
+  Sha256Hasher h;
+
+  void Add(const std::string& path, const struct stat& st) {
+    h.Update(path);
+    uint64_t fields[] = {static_cast<uint64_t>(st.st_ino),
+                         static_cast<uint64_t>(st.st_size),
+                         static_cast<uint64_t>(st.st_mode),
+                         static_cast<uint64_t>(st.st_uid),
+                         static_cast<uint64_t>(st.st_gid),
+                         static_cast<uint64_t>(st.st_mtim.tv_sec),
+                         static_cast<uint64_t>(st.st_mtim.tv_nsec),
+                         static_cast<uint64_t>(st.st_ctim.tv_sec),
+                         static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+    h.Update(std::string_view("\0", 1));
+    h.Update(std::string_view(reinterpret_cast<const char*>(fields), sizeof fields));
+  }
+
+  Status Walk(int dirfd, const std::string& path, dev_t dev, int depth) {
+    if (depth > 256) return Status::InvalidArgument("directory tree too deep: " + path);
+    int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0) return Status::Errno("fcntl", path, errno);
+    DIR* d = fdopendir(dup_fd);
+    if (d == nullptr) {
+      close(dup_fd);
+      return Status::Errno("fdopendir", path, errno);
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+        names.emplace_back(e->d_name);
+      }
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      struct stat st;
+      std::string child = path + "/" + name;
+      if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // vanished while walking
+        return Status::Errno("fstatat", child, errno);
+      }
+      Add(child, st);
+      // A mount point's contents are not in the image (the bind is not recursive).
+      if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+        int sub = openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+          if (errno == EACCES) continue;
+          return Status::Errno("openat", child, errno);
+        }
+        Status s = Walk(sub, child, dev, depth + 1);
+        close(sub);
+        SAFEX_RETURN_IF_ERROR(s);
+      }
+    }
+    return Status::Ok();
+  }
+};
+
+// Runs `argv` (argv[0] absolute) with stdin/stdout on /dev/null and stderr captured, optionally in
+// a private mount namespace where each binds[i].first is bind-mounted on binds[i].second first.
+// Returns the error text (with the tail of stderr) or "" on exit status 0.
+std::string RunBuilder(const std::vector<std::string>& args,
+                       const std::vector<std::pair<std::string, std::string>>& binds,
+                       std::chrono::seconds timeout) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  std::vector<std::pair<const char*, const char*>> b;
+  for (const auto& [src, dst] : binds) b.emplace_back(src.c_str(), dst.c_str());
+
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int err_fd = memfd_create("mkfs-stderr", MFD_CLOEXEC);
+  int rep[2];
+  if (null_fd < 0 || err_fd < 0 || pipe2(rep, O_CLOEXEC) != 0) {
+    if (null_fd >= 0) close(null_fd);
+    if (err_fd >= 0) close(err_fd);
+    return std::string("setup: ") + std::strerror(errno);
+  }
+  int pidfd = -1;
+  clone_args ca;
+  std::memset(&ca, 0, sizeof ca);
+  ca.flags = CLONE_PIDFD | (binds.empty() ? 0 : CLONE_NEWNS);
+  ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  ca.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) {
+    // Child: no allocation from here on.
+    int step = 0;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) step = 1;
+    // Security: a private mount namespace of our own (CLONE_NEWNS); the binds vanish with it.
+    if (step == 0 && !b.empty() && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      step = 2;
+    }
+    for (size_t i = 0; step == 0 && i < b.size(); ++i) {
+      if (mount(b[i].first, b[i].second, nullptr, MS_BIND, nullptr) != 0) step = 3;
+    }
+    // The report pipe moves to fd 3 first (rep[1] may be 0..2), then stdio is set.
+    // Every source moves above 10 first, so no dup onto 0..3 clobbers a later source.
+    int report = rep[1];
+    int hi_rep = fcntl(rep[1], F_DUPFD_CLOEXEC, 10);
+    int hi_null = fcntl(null_fd, F_DUPFD_CLOEXEC, 10);
+    int hi_err = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
+    if (step == 0 && (hi_rep < 0 || hi_null < 0 || hi_err < 0)) step = 4;
+    if (step == 0) {
+      if (dup3(hi_rep, 3, O_CLOEXEC) < 0) step = 4;
+      else report = 3;
+    }
+    if (step == 0 && (dup2(hi_null, 0) < 0 || dup2(hi_null, 1) < 0 || dup2(hi_err, 2) < 0)) step = 4;
+    if (step == 0 && close_range(4, ~0U, 0) != 0) step = 5;
+    if (step == 0) {
+      execve(argv[0], argv.data(), envp);
+      step = 6;
+    }
+    int32_t msg[2] = {step, errno};
+    (void)!write(report, msg, sizeof msg);
+    _exit(127);
+  }
+  int clone_errno = errno;
+  close(rep[1]);
+  close(null_fd);
+  if (pid < 0) {
+    close(rep[0]);
+    close(err_fd);
+    return std::string("clone3: ") + std::strerror(clone_errno);
+  }
+  int32_t msg[2] = {0, 0};
+  ssize_t n = read(rep[0], msg, sizeof msg);
+  close(rep[0]);
+  std::string result;
+  auto deadline = Clock::now() + timeout;
+  siginfo_t si;
+  std::memset(&si, 0, sizeof si);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd p{pidfd, POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(std::max<long long>(0, std::min<long long>(left.count(), 1000))));
+    if (rc > 0) break;
+    if (Clock::now() >= deadline) {
+      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+      result = "timed out after " + std::to_string(timeout.count()) + " s";
+      break;
+    }
+  }
+  waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &si, WEXITED);
+  close(pidfd);
+  if (result.empty() && n == sizeof msg) {
+    static const char* kSteps[] = {"", "prctl", "mount(MS_PRIVATE)", "bind mount", "dup2",
+                                   "close_range", "execve"};
+    result = std::string(kSteps[std::clamp(msg[0], 0, 6)]) + ": " + std::strerror(msg[1]);
+  } else if (result.empty() && !(si.si_code == CLD_EXITED && si.si_status == 0)) {
+    result = si.si_code == CLD_EXITED ? "exit status " + std::to_string(si.si_status)
+                                      : "killed by signal " + std::to_string(si.si_status);
+  }
+  if (!result.empty()) {
+    char buf[1024];
+    off_t size = lseek(err_fd, 0, SEEK_END);
+    off_t from = std::max<off_t>(0, size - static_cast<off_t>(sizeof buf));
+    ssize_t got = pread(err_fd, buf, sizeof buf, from);
+    if (got > 0) {
+      std::string tail(buf, static_cast<size_t>(got));
+      for (char& c : tail) {
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = ' ';
+      }
+      result += ": " + tail;
+    }
+  }
+  close(err_fd);
+  return result;
+}
+
+Status MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      std::string p = path.substr(0, i);
+      if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) return Status::Errno("mkdir", p, errno);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string RandomSuffix() {
+  std::random_device rd;
+  return std::to_string(getpid()) + "." + std::to_string(rd());
+}
+
+Status RemoveTreeAt(int dirfd, const std::string& path, int depth) {
+  if (depth > 300) return Status::Internal("tree too deep: " + path);
+  int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return Status::Errno("fcntl", path, errno);
+  DIR* d = fdopendir(dup_fd);
+  if (d == nullptr) {
+    close(dup_fd);
+    return Status::Errno("fdopendir", path, errno);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      names.emplace_back(e->d_name);
+    }
+  }
+  closedir(d);
+  struct stat self;
+  if (fstat(dirfd, &self) != 0) return Status::Errno("fstat", path, errno);
+  for (const std::string& n : names) {
+    struct stat st;
+    if (fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != self.st_dev) return Status::FailedPrecondition("mount point in " + path);
+      int sub = openat(dirfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) return Status::Errno("openat", path + "/" + n, errno);
+      Status s = RemoveTreeAt(sub, path + "/" + n, depth + 1);
+      close(sub);
+      SAFEX_RETURN_IF_ERROR(s);
+      if (unlinkat(dirfd, n.c_str(), AT_REMOVEDIR) != 0) {
+        return Status::Errno("rmdir", path + "/" + n, errno);
+      }
+    } else if (unlinkat(dirfd, n.c_str(), 0) != 0) {
+      return Status::Errno("unlink", path + "/" + n, errno);
+    }
+  }
+  return Status::Ok();
+}
+
+void Evict(const std::string& dir, size_t keep, const std::string& current) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::pair<int64_t, std::string>> images;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() < 7 || n.compare(n.size() - 6, 6, ".erofs") != 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), n.c_str(), &st, 0) != 0) continue;
+    images.emplace_back(static_cast<int64_t>(st.st_mtim.tv_sec), n);
+  }
+  closedir(d);
+  if (images.size() <= keep) return;
+  std::sort(images.begin(), images.end());
+  size_t remove = images.size() - keep;
+  for (size_t i = 0; i < images.size() && remove > 0; ++i) {
+    if (dir + "/" + images[i].second == current) continue;
+    std::string base = images[i].second.substr(0, images[i].second.size() - 6);
+    unlink((dir + "/" + images[i].second).c_str());
+    unlink((dir + "/" + base + ".lock").c_str());
+    --remove;
+  }
+}
+
+}  // namespace
+
+Status RemoveTree(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::Errno("open", path, errno);
+  }
+  Status s = RemoveTreeAt(fd, path, 0);
+  close(fd);
+  SAFEX_RETURN_IF_ERROR(s);
+  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return Status::Errno("rmdir", path, errno);
+  return Status::Ok();
+}
+
+Result<RootfsImage> ImageCache::Get(const std::vector<std::string>& sources) {
+  RootfsImage img;
+  std::vector<std::string> resolved;
+  std::vector<std::pair<std::string, bool>> candidates;  // realpath, is_file
+  for (const std::string& s : sources) {
+    if (s.empty() || s[0] != '/') return Status::InvalidArgument("bind source not absolute: " + s);
+    char buf[PATH_MAX];
+    if (realpath(s.c_str(), buf) == nullptr) return Status::Errno("realpath", s, errno);
+    struct stat st;
+    if (stat(buf, &st) != 0) return Status::Errno("stat", buf, errno);
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      return Status::InvalidArgument("bind source is neither a directory nor a file: " + s);
+    }
+    img.image_paths.push_back(buf);
+    img.is_file.push_back(S_ISREG(st.st_mode));
+    candidates.emplace_back(buf, S_ISREG(st.st_mode));
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::vector<std::pair<std::string, bool>> roots;
+  for (const auto& c : candidates) {
+    bool covered = false;
+    for (const auto& r : roots) covered = covered || IsUnder(c.first, r.first);
+    if (!covered) roots.push_back(c);
+  }
+  for (const auto& r : roots) {
+    if (r.first == "/") return Status::InvalidArgument("the host root cannot be an image source");
+  }
+
+  auto t0 = Clock::now();
+  Fingerprinter fp;
+  fp.h.Update(kImageFormat);
+  for (const auto& [root, is_file] : roots) {
+    struct stat st;
+    if (lstat(root.c_str(), &st) != 0) return Status::Errno("lstat", root, errno);
+    fp.Add(root, st);
+    if (!is_file) {
+      UniqueFd fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) return Status::Errno("open", root, errno);
+      SAFEX_RETURN_IF_ERROR(fp.Walk(fd.get(), root, st.st_dev, 0));
+    }
+  }
+  std::string key = fp.h.FinishHex();
+  img.fingerprint_time = Clock::now() - t0;
+
+  if (mkdir(o_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Errno("mkdir", o_.dir, errno);
+  }
+  img.path = o_.dir + "/" + key + ".erofs";
+  std::string lock_path = o_.dir + "/" + key + ".lock";
+  UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock) return Status::Errno("open", lock_path, errno);
+  while (flock(lock.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Status::Errno("flock", lock_path, errno);
+  }
+  UniqueFd fd(open(img.path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
+    auto b0 = Clock::now();
+    std::string suffix = RandomSuffix();
+    std::string stage = o_.dir + "/stage." + suffix;
+    std::string tmp = o_.dir + "/" + key + ".tmp." + suffix;
+    if (mkdir(stage.c_str(), 0755) != 0) return Status::Errno("mkdir", stage, errno);
+    std::vector<std::pair<std::string, std::string>> binds;
+    Status st = Status::Ok();
+    for (const auto& [root, is_file] : roots) {
+      std::string point = stage + root;
+      if (is_file) {
+        st = MakeDirs(point.substr(0, point.rfind('/')));
+        if (st.ok()) {
+          int f = open(point.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+          if (f < 0) st = Status::Errno("create", point, errno);
+          else close(f);
+        }
+      } else {
+        st = MakeDirs(point);
+      }
+      if (!st.ok()) break;
+      binds.emplace_back(root, point);
+    }
+    std::string err;
+    if (st.ok()) {
+      err = RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", tmp, stage}, binds,
+                       o_.build_timeout);
+    }
+    Status cleanup = RemoveTree(stage);
+    if (!st.ok() || !err.empty()) {
+      unlink(tmp.c_str());
+      if (!st.ok()) return st.With("preparing the rootfs image");
+      return Status::Unavailable("microvm: building the rootfs image failed: " + err);
+    }
+    if (!cleanup.ok()) {
+      unlink(tmp.c_str());
+      return cleanup.With("removing the image staging directory");
+    }
+    if (chmod(tmp.c_str(), 0600) != 0 || rename(tmp.c_str(), img.path.c_str()) != 0) {
+      unlink(tmp.c_str());
+      return Status::Errno("rename", img.path, errno);
+    }
+    img.built = true;
+    img.build_time = Clock::now() - b0;
+    fd.Reset(open(img.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Status::Errno("open", img.path, errno);
+  }
+  // Recently used images are kept: mtime is the LRU clock.
+  utimensat(AT_FDCWD, img.path.c_str(), nullptr, 0);
+  img.fd = std::move(fd);
+  lock.Reset();
+  Evict(o_.dir, o_.max_images, img.path);
+  return img;
+}
+
+Status ImageCache::BuildDirectoryImage(const std::string& src, const std::string& out) {
+  struct stat st;
+  if (stat(src.c_str(), &st) != 0) return Status::Errno("stat", src, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("input is not a directory: " + src);
+  std::string err = RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", out, src}, {},
+                               o_.build_timeout);
+  if (!err.empty()) {
+    unlink(out.c_str());
+    return Status::Unavailable("microvm: building the input image failed: " + err);
+  }
+  return Status::Ok();
+}
+
+}  // namespace safex::microvm

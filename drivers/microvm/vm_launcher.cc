@@ -1,0 +1,73 @@
+#include "drivers/microvm/vm_launcher.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/unique_fd.h"
+
+namespace safex::microvm {
+namespace {
+
+Result<std::pair<UniqueFd, UniqueFd>> SocketPair() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return Status::Errno("socketpair", errno);
+  }
+  return std::make_pair(UniqueFd(sv[0]), UniqueFd(sv[1]));
+}
+
+}  // namespace
+
+Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session) {
+  if (spec.disk_fds.size() != spec.vm.disks.size()) {
+    return Status::Internal("microvm: disk fds do not match the disks");
+  }
+  SAFEX_ASSIGN_OR_RETURN(auto ctl, SocketPair());
+  SAFEX_ASSIGN_OR_RETURN(auto con, SocketPair());
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull) return Status::Errno("open", "/dev/null", errno);
+
+  // Child fd layout: 0,1 /dev/null; 2 QEMU's stderr; 3 channel; 4 console; then disks, then tap.
+  std::vector<int> fds = {devnull.get(), devnull.get(), err_w.get(), ctl.second.get(),
+                          con.second.get()};
+  spec.vm.ctl_fd = 3;
+  spec.vm.console_fd = 4;
+  for (size_t i = 0; i < spec.disk_fds.size(); ++i) {
+    spec.vm.disks[i].fd = static_cast<int>(fds.size());
+    fds.push_back(spec.disk_fds[i]);
+  }
+  if (spec.tap_fd) {
+    spec.vm.tap_fd = static_cast<int>(fds.size());
+    fds.push_back(*spec.tap_fd);
+  } else {
+    spec.vm.tap_fd.reset();
+  }
+
+  VmmSpawnOptions o;
+  o.argv = BuildQemuArgv(spec.vm);
+  o.fds = fds;
+  o.uid = spec.uid;
+  o.gid = spec.gid;
+  o.groups = spec.groups;
+  o.netns_fd = spec.netns_fd;
+  o.cgroup_procs_files = spec.cgroup_procs_files;
+  SAFEX_ASSIGN_OR_RETURN(VmmProcess vmm, VmmProcess::Spawn(o));
+  // Only QEMU holds the other ends now: EOF on ours means QEMU is gone.
+  ctl.second.Reset();
+  con.second.Reset();
+  err_w.Reset();
+
+  LaunchResult r;
+  r.argv = o.argv;
+  r.session = RunSession(ctl.first.get(), con.first.get(), err_r.get(), vmm.pidfd(), session);
+  r.vmm = vmm.KillAndWait();
+  return r;
+}
+
+}  // namespace safex::microvm

@@ -1,0 +1,334 @@
+#include "drivers/microvm/vm_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "drivers/microvm/wire.h"
+
+namespace safex::microvm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bounds the work a guest can cause with tiny frames: far above any honest run's frame count
+// (64 KiB data frames: 4M frames would be 256 GiB).
+constexpr uint64_t kMaxFrames = 4u * 1024 * 1024;
+// Bytes read from the channel per poll wake-up, so the console and deadlines stay serviced.
+constexpr size_t kReadBudget = 1024 * 1024;
+
+size_t MaxPayload(FrameType t) {
+  switch (t) {
+    case FrameType::kHello: return 256;
+    case FrameType::kSetupError: return 4096;
+    case FrameType::kStarted: return 0;
+    case FrameType::kStdout:
+    case FrameType::kStderr: return kMaxDataFrame;
+    case FrameType::kExit: return 4096 + 128;
+    case FrameType::kFileBegin: return kMaxControlFrame;
+    case FrameType::kFileData: return kMaxDataFrame;
+    case FrameType::kFileEnd: return 0;
+    case FrameType::kOutputsDone: return 8;
+    default: return 0;
+  }
+}
+
+void SetNonBlocking(int fd) {
+  if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+class Session {
+ public:
+  Session(const SessionConfig& c) : c_(c), start_(Clock::now()), reader_(kMaxDataFrame) {
+    deadline_ = start_ + c_.boot_timeout;
+  }
+
+  SessionResult Run(int ctl, int con, int err, int pidfd) {
+    SetNonBlocking(ctl);
+    SetNonBlocking(con);
+    SetNonBlocking(err);
+    bool vmm_alive = true;
+    while (r_.phase != Phase::kDone && r_.violation.empty() && !r_.output_cap_hit) {
+      auto now = Clock::now();
+      if (now >= deadline_) {
+        r_.timed_out = true;
+        break;
+      }
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count() + 1;
+      pollfd fds[4];
+      int n = 0, i_ctl = -1, i_con = -1, i_err = -1, i_pid = -1;
+      if (ctl >= 0) {
+        short ev = POLLIN;
+        if (out_pos_ < out_.size()) ev |= POLLOUT;
+        fds[i_ctl = n++] = {ctl, ev, 0};
+      }
+      if (con >= 0) fds[i_con = n++] = {con, POLLIN, 0};
+      if (err >= 0) fds[i_err = n++] = {err, POLLIN, 0};
+      if (vmm_alive) fds[i_pid = n++] = {pidfd, POLLIN, 0};
+      if (n == 0) break;
+      int rc = poll(fds, static_cast<nfds_t>(n), static_cast<int>(std::min<long long>(ms, 1000)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0) {
+        r_.violation = "poll failed";
+        break;
+      }
+      if (i_con >= 0 && fds[i_con].revents != 0 && !ReadConsole(con)) con = -1;
+      if (i_err >= 0 && fds[i_err].revents != 0 && !ReadStderr(err)) err = -1;
+      if (i_ctl >= 0 && (fds[i_ctl].revents & POLLOUT) != 0) Flush(ctl);
+      if (i_ctl >= 0 && (fds[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        if (!ReadChannel(ctl)) ctl = -1;
+      }
+      if (i_pid >= 0 && fds[i_pid].revents != 0) {
+        vmm_alive = false;
+        r_.vmm_exited = true;
+        // QEMU is gone: whatever it forwarded is in the socket buffers; take it, then stop.
+        if (ctl >= 0) ReadChannel(ctl);
+        if (con >= 0) ReadConsole(con);
+        if (err >= 0) ReadStderr(err);
+        break;
+      }
+      if (ctl < 0 && r_.phase != Phase::kDone) break;  // channel closed before the end
+    }
+    r_.t_end = Since();
+    r_.console_tail = Sanitize(console_, c_.console_tail_bytes);
+    r_.vmm_stderr = Sanitize(stderr_, c_.stderr_keep_bytes);
+    return std::move(r_);
+  }
+
+ private:
+  std::chrono::nanoseconds Since() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_);
+  }
+
+  bool ReadConsole(int fd) {
+    char buf[4096];
+    for (int i = 0; i < 64; ++i) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+      if (n <= 0) return false;
+      console_.append(buf, static_cast<size_t>(n));
+      if (console_.size() > 2 * c_.console_tail_bytes) {
+        console_.erase(0, console_.size() - c_.console_tail_bytes);
+      }
+    }
+    return true;
+  }
+
+  bool ReadStderr(int fd) {
+    char buf[4096];
+    for (int i = 0; i < 64; ++i) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+      if (n <= 0) return false;
+      if (stderr_.size() < c_.stderr_keep_bytes) {
+        stderr_.append(buf, std::min(static_cast<size_t>(n), c_.stderr_keep_bytes - stderr_.size()));
+      }
+    }
+    return true;
+  }
+
+  void Flush(int fd) {
+    while (out_pos_ < out_.size()) {
+      ssize_t n = write(fd, out_.data() + out_pos_, out_.size() - out_pos_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // EAGAIN (retry on POLLOUT) or a closed channel (read side notices)
+      out_pos_ += static_cast<size_t>(n);
+    }
+    out_.clear();
+    out_pos_ = 0;
+  }
+
+  // False on EOF or error of the channel.
+  bool ReadChannel(int fd) {
+    char buf[64 * 1024];
+    size_t budget = kReadBudget;
+    while (budget > 0 && r_.violation.empty() && !r_.output_cap_hit && r_.phase != Phase::kDone) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+      if (n <= 0) return false;
+      budget -= std::min(budget, static_cast<size_t>(n));
+      reader_.Feed(buf, static_cast<size_t>(n));
+      while (r_.violation.empty() && !r_.output_cap_hit && r_.phase != Phase::kDone) {
+        std::optional<Frame> f = reader_.Next();
+        if (!f) break;
+        if (++frames_ > kMaxFrames) {
+          r_.violation = "too many frames";
+          break;
+        }
+        Handle(*f);
+      }
+      if (reader_.failed()) r_.violation = reader_.error();
+    }
+    return true;
+  }
+
+  void Unexpected(const Frame& f) {
+    r_.violation = "unexpected frame type " + std::to_string(static_cast<uint32_t>(f.type)) +
+                   " while " + PhaseName(r_.phase);
+  }
+
+  void QueueFrame(FrameType t, std::string_view payload) { AppendFrame(t, payload, &out_); }
+
+  void Handle(const Frame& f) {
+    if (f.payload.size() > MaxPayload(f.type)) {
+      r_.violation = "oversized frame of type " + std::to_string(static_cast<uint32_t>(f.type));
+      return;
+    }
+    // kSetupError is accepted until the program has started: after that the guest may be hostile
+    // and "nothing ran" would be a lie.
+    if (f.type == FrameType::kSetupError &&
+        (r_.phase == Phase::kBooting || r_.phase == Phase::kSetup)) {
+      r_.guest_setup_error = Sanitize(f.payload, 4096);
+      r_.phase = Phase::kDone;
+      return;
+    }
+    switch (r_.phase) {
+      case Phase::kBooting: {
+        if (f.type != FrameType::kHello) return Unexpected(f);
+        std::optional<Hello> h = DecodeHello(f.payload);
+        if (!h) {
+          r_.violation = "malformed hello";
+          return;
+        }
+        h->kernel_release = Sanitize(h->kernel_release, 128);
+        r_.hello = h;
+        r_.t_hello = Since();
+        if (h->protocol_version != kProtocolVersion) {
+          r_.violation = "guest agent speaks protocol " + std::to_string(h->protocol_version) +
+                         ", the host " + std::to_string(kProtocolVersion) +
+                         " (rebuild the initramfs: scripts/build-guest.sh)";
+          return;
+        }
+        if (c_.spec_payload.empty()) {
+          r_.phase = Phase::kDone;  // a probe boot
+          return;
+        }
+        QueueFrame(FrameType::kSpec, c_.spec_payload);
+        if (c_.stdin_data) {
+          std::string_view in = *c_.stdin_data;
+          for (size_t off = 0; off < in.size(); off += kMaxDataFrame) {
+            QueueFrame(FrameType::kStdinData, in.substr(off, kMaxDataFrame));
+          }
+          QueueFrame(FrameType::kStdinEnd, "");
+        }
+        r_.phase = Phase::kSetup;
+        return;
+      }
+      case Phase::kSetup:
+        if (f.type != FrameType::kStarted) return Unexpected(f);
+        r_.t_started = Since();
+        r_.phase = Phase::kRunning;
+        deadline_ = Clock::now() + c_.wall_timeout;
+        return;
+      case Phase::kRunning:
+        if (f.type == FrameType::kStdout || f.type == FrameType::kStderr) {
+          uint64_t have = r_.stdout_data.size() + r_.stderr_data.size();
+          uint64_t room = c_.output_cap > have ? c_.output_cap - have : 0;
+          std::string& dst = f.type == FrameType::kStdout ? r_.stdout_data : r_.stderr_data;
+          dst.append(f.payload, 0, static_cast<size_t>(std::min<uint64_t>(room, f.payload.size())));
+          // The agent caps first; more than the cap means it no longer does what it should.
+          if (f.payload.size() > room) r_.output_cap_hit = true;
+          return;
+        }
+        if (f.type == FrameType::kExit) {
+          std::optional<ExitReport> e = DecodeExit(f.payload);
+          if (!e) {
+            r_.violation = "malformed exit report";
+            return;
+          }
+          e->detail = Sanitize(e->detail, 1024);
+          r_.exit = e;
+          r_.t_exit = Since();
+          r_.phase = Phase::kOutputs;
+          deadline_ = Clock::now() + c_.collect_timeout;
+          return;
+        }
+        return Unexpected(f);
+      case Phase::kOutputs: {
+        Status st;
+        if (f.type == FrameType::kOutputsDone) {
+          Decoder d(f.payload);
+          uint64_t skipped = 0;
+          if (!d.U64(&skipped) || !d.AtEnd()) {
+            r_.violation = "malformed end of outputs";
+            return;
+          }
+          if (c_.outputs != nullptr && c_.outputs->in_file()) {
+            r_.violation = "outputs ended inside a file";
+            return;
+          }
+          r_.outputs_skipped = skipped;
+          r_.outputs_complete = true;
+          r_.t_done = Since();
+          r_.phase = Phase::kDone;
+          return;
+        }
+        if (f.type != FrameType::kFileBegin && f.type != FrameType::kFileData &&
+            f.type != FrameType::kFileEnd) {
+          return Unexpected(f);
+        }
+        if (c_.outputs == nullptr) {
+          r_.violation = "output files from a plan without output mounts";
+          return;
+        }
+        if (f.type == FrameType::kFileBegin) {
+          std::optional<FileHeader> h = DecodeFileHeader(f.payload);
+          st = h ? c_.outputs->Begin(*h) : Status::DataLoss("malformed file header");
+        } else if (f.type == FrameType::kFileData) {
+          st = c_.outputs->Data(f.payload);
+        } else {
+          st = c_.outputs->End();
+        }
+        if (!st.ok()) r_.violation = st.message();
+        return;
+      }
+      case Phase::kDone:
+        return;
+    }
+  }
+
+  const SessionConfig& c_;
+  Clock::time_point start_;
+  Clock::time_point deadline_;
+  FrameReader reader_;
+  SessionResult r_;
+  std::string out_;
+  size_t out_pos_ = 0;
+  std::string console_;
+  std::string stderr_;
+  uint64_t frames_ = 0;
+};
+
+}  // namespace
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kBooting: return "booting";
+    case Phase::kSetup: return "setting up";
+    case Phase::kRunning: return "running";
+    case Phase::kOutputs: return "sending outputs";
+    case Phase::kDone: return "done";
+  }
+  return "unknown";
+}
+
+std::string Sanitize(std::string_view s, size_t max) {
+  if (s.size() > max) s = s.substr(s.size() - max);
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    out.push_back((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' ? ch : '?');
+  }
+  return out;
+}
+
+SessionResult RunSession(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd,
+                         const SessionConfig& config) {
+  return Session(config).Run(ctl_fd, console_fd, stderr_fd, vmm_pidfd);
+}
+
+}  // namespace safex::microvm

@@ -1,0 +1,68 @@
+// VmSession: the host's side of one boot, from QEMU's start to the guest's last frame.
+//
+// One poll loop over the channel socket, the console socket, QEMU's stderr and its pidfd, with a
+// deadline per phase:
+//   booting   until kHello             boot_timeout from the start
+//   setup     until kStarted           the same boot deadline
+//   running   until kExit              wall_time from kStarted (the program's own wall clock)
+//   outputs   until kOutputsDone       collect_timeout from kExit
+// The guest is trusted for nothing: every frame is checked against the phase (a state machine),
+// its type's size limit and the run's caps (stdout + stderr at most the plan's output cap, output
+// files through OutputReceiver). A violation ends the session at once; the caller kills the VMM.
+// The session never kills QEMU itself: it returns, and the caller tears down.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "drivers/microvm/guest_spec.h"
+#include "drivers/microvm/output_receiver.h"
+
+namespace safex::microvm {
+
+enum class Phase { kBooting, kSetup, kRunning, kOutputs, kDone };
+const char* PhaseName(Phase p);
+
+struct SessionConfig {
+  std::string spec_payload;         // kSpec; empty for a probe boot (stop at kHello)
+  std::optional<std::string> stdin_data;
+  uint64_t output_cap = 0;          // stdout + stderr bytes accepted from the guest
+  std::chrono::nanoseconds boot_timeout{std::chrono::seconds(30)};
+  std::chrono::nanoseconds wall_timeout{std::chrono::seconds(30)};
+  std::chrono::nanoseconds collect_timeout{std::chrono::seconds(30)};
+  OutputReceiver* outputs = nullptr;  // null: the plan has no output mount
+  size_t console_tail_bytes = 8 * 1024;
+  size_t stderr_keep_bytes = 4 * 1024;
+};
+
+struct SessionResult {
+  Phase phase = Phase::kBooting;  // the phase the session ended in
+  bool timed_out = false;         // the phase's deadline passed
+  bool vmm_exited = false;        // QEMU ended on its own
+  std::string violation;          // the guest broke the protocol (non-empty => VM to be killed)
+  std::optional<Hello> hello;
+  std::string guest_setup_error;  // kSetupError: nothing ran
+  std::optional<ExitReport> exit;
+  bool outputs_complete = false;  // kOutputsDone arrived
+  uint64_t outputs_skipped = 0;
+
+  std::string stdout_data, stderr_data;  // at most output_cap together
+  bool output_cap_hit = false;           // the guest sent more than the cap (host-side cap)
+
+  // Host clock, from the start of the session.
+  std::chrono::nanoseconds t_hello{0}, t_started{0}, t_exit{0}, t_done{0}, t_end{0};
+
+  std::string console_tail;  // the last bytes of the kernel console (sanitised), for diagnostics
+  std::string vmm_stderr;    // the first bytes QEMU wrote to stderr (sanitised)
+};
+
+// REQUIRES: the fds are valid; ctl_fd and console_fd are stream sockets (set non-blocking here).
+SessionResult RunSession(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd,
+                         const SessionConfig& config);
+
+// Printable ASCII only (other bytes as '?'), for text from the guest or QEMU in host messages.
+std::string Sanitize(std::string_view s, size_t max);
+
+}  // namespace safex::microvm

@@ -1,0 +1,29 @@
+// Small file and error helpers of the guest agent (no project libraries are linked into it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+namespace safex::guest {
+
+// "what: strerror(errno)" for the current errno.
+std::string ErrnoMessage(const std::string& what);
+
+// Reads a file of at most 64 KiB. False on error.
+bool ReadSmallFile(const std::string& path, std::string* out);
+// Writes `data` to an existing file (a sysfs/cgroupfs control file) in one write(). 0 or errno.
+int WriteControl(const std::string& path, std::string_view data);
+// Creates (O_EXCL) and fills a regular file. 0 or errno.
+int CreateFile(const std::string& path, std::string_view data, mode_t mode);
+// write() until done; false on error (EINTR retried).
+bool WriteAll(int fd, const char* data, size_t n);
+// Creates every missing directory of an absolute path (mode 0755). 0 or errno.
+int MakeDirs(const std::string& path);
+std::string_view TrimNewline(std::string_view s);
+
+// Diagnostics to the kernel console (the host keeps the last few KiB for boot-failure reports).
+void Log(const std::string& msg);
+
+}  // namespace safex::guest
