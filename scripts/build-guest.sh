@@ -78,8 +78,9 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 
-# Host tools: the VMM, image builders, cpio, binutils (strings), and libseccomp.a for the agent.
-PKGS=(qemu-system-x86 erofs-utils squashfs-tools cpio binutils libseccomp-dev)
+# Host tools: the VMM, image builders, cpio, binutils (strings), libseccomp.a for the agent, and
+# busybox-static (a static binary the microVM tests run in the guest).
+PKGS=(qemu-system-x86 erofs-utils squashfs-tools cpio binutils libseccomp-dev busybox-static)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

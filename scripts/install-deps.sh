@@ -84,3 +84,5 @@ if ! runsc_ok; then
   exit 1
 fi
 echo "install-deps: ok ($(/usr/local/bin/runsc --version | head -n1))"
+# The microVM guest (kernel, modules, initramfs with the agent): scripts/build-guest.sh, idempotent.
+bash "$(dirname "$0")/build-guest.sh"
