@@ -685,9 +685,13 @@ class Lowerer {
           continue;
         }
         if (!plan::IsKnownSyscall(item.text)) {
-          std::vector<std::string_view> names(plan::KnownSyscalls().begin(),
-                                              plan::KnownSyscalls().end());
-          std::string near = dsl::ClosestMatch(item.text, names);
+          // "Did you mean" costs an edit distance per known name: only for the first few.
+          std::string near;
+          if (++suggestions_ <= 16) {
+            std::vector<std::string_view> names(plan::KnownSyscalls().begin(),
+                                                plan::KnownSyscalls().end());
+            near = dsl::ClosestMatch(item.text, names);
+          }
           d_.Error("E035", item.span, "unknown system call `" + item.text + "`",
                    near.empty() ? "names are x86_64 system calls as in `man 2 syscalls`"
                                 : "did you mean `" + near + "`?");
@@ -884,6 +888,7 @@ class Lowerer {
   Draft& draft_;
   OverrideTable& ov_;
   std::optional<size_t> active_;
+  int suggestions_ = 0;
   std::optional<uint64_t> pending_depth_;
   std::map<std::string, std::string> pending_required_;
 };

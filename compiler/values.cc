@@ -8,6 +8,10 @@ namespace safex::compiler {
 
 void Diags::Error(const char* code, const dsl::Span& span, std::string message, std::string help) {
   ++errors_;
+  if (errors_ > kMaxDiagnostics) return;  // hostile input: the first ones say enough
+  if (errors_ == kMaxDiagnostics) {
+    message = "too many errors; stopping here (" + message + ")";
+  }
   out_->push_back(dsl::Diagnostic{dsl::Severity::kError, code, std::move(message), path_, span,
                                   std::move(help)});
 }

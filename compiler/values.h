@@ -16,6 +16,8 @@ namespace safex::compiler {
 // Collects the diagnostics of one phase for one file.
 class Diags {
  public:
+  // Errors past this many are counted but not recorded (the parser caps its own at 100).
+  static constexpr size_t kMaxDiagnostics = 100;
   Diags(std::string path, std::vector<dsl::Diagnostic>* out) : path_(std::move(path)), out_(out) {}
   void Error(const char* code, const dsl::Span& span, std::string message, std::string help = "");
   void Warning(const char* code, const dsl::Span& span, std::string message, std::string help = "");

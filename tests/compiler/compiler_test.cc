@@ -393,6 +393,17 @@ TEST(CompilerTest, CeilingsAreEnforced) {
   EXPECT_THAT(RenderAll(r), HasSubstr("512MiB exceeds this host's ceiling of 256MiB"));
 }
 
+TEST(CompilerTest, HostileInputIsBounded) {
+  TempDir dir;
+  std::string text = "policy \"p\" {\n  syscalls {\n";
+  for (int i = 0; i < 3000; ++i) text += "    deny [nosuchcall" + std::to_string(i) + "]\n";
+  text += "  }\n}\n";
+  auto r = Compile(dir.Write("p.policy", text));
+  EXPECT_FALSE(r.ok());
+  EXPECT_LE(r.diagnostics.size(), 110u);
+  EXPECT_THAT(RenderAll(r), HasSubstr("too many errors"));
+}
+
 TEST(CompilerTest, UnreadableFileIsADiagnostic) {
   auto r = Compile("/nonexistent/p.policy");
   EXPECT_THAT(CodesOnly(r), ElementsAre("E090"));
