@@ -63,14 +63,24 @@ std::vector<Shown> ShowLine(std::string_view line) {
   return out;
 }
 
-// The text of 1-based line `number` without its line terminator, or false when there is none.
-bool FindLine(std::string_view source, uint32_t number, std::string_view* line, size_t* start) {
+// The text of the line of `at` without its line terminator, or false when there is none.
+bool FindLine(std::string_view source, const Position& at, std::string_view* line,
+              size_t* start) {
   size_t pos = 0;
-  for (uint32_t l = 1; l < number; ++l) {
-    const size_t nl = source.find('\n', pos);
-    if (nl == std::string_view::npos) return false;
-    pos = nl + 1;
+  // Fast path: the offset, when it agrees with the column, gives the line start directly (the
+  // parser sets all three; other phases may leave the offset 0).
+  const uint64_t line_start = at.offset - (at.column - 1);
+  if (at.column >= 1 && at.offset >= at.column - 1 && at.offset <= source.size() &&
+      (line_start == 0 ? at.line == 1 : source[line_start - 1] == '\n')) {
+    pos = static_cast<size_t>(line_start);
+  } else {
+    for (uint32_t l = 1; l < at.line; ++l) {
+      const size_t nl = source.find('\n', pos);
+      if (nl == std::string_view::npos) return false;
+      pos = nl + 1;
+    }
   }
+  const uint32_t number = at.line;
   if (pos > source.size() || (pos == source.size() && number > 1 && source.back() == '\n')) {
     // The position just past a final newline: show it as an empty line.
     *line = std::string_view();
@@ -101,7 +111,7 @@ std::string RenderDiagnostic(const Diagnostic& d, std::string_view source) {
   std::string_view line;
   size_t line_start = 0;
   if (!source.empty() && d.span.begin.line >= 1 &&
-      FindLine(source, d.span.begin.line, &line, &line_start)) {
+      FindLine(source, d.span.begin, &line, &line_start)) {
     // The underlined characters, in bytes of the line: [first, last).
     size_t first = std::min<size_t>(d.span.begin.column - 1, line.size());
     size_t last = line.size();

@@ -332,6 +332,8 @@ ParseResult Parse(std::string path, std::string_view text, const ParseLimits& li
   } catch (const std::exception& e) {
     AddInternal(&r, r.file.path, code::kUnexpected,
                 std::string("internal error while parsing: ") + e.what());
+  } catch (...) {
+    AddInternal(&r, r.file.path, code::kUnexpected, "internal error while parsing");
   }
   return r;
 }
