@@ -502,3 +502,39 @@ TEST_F(GvisorTest, ProbeRefusesAMissingOrOldRunsc) {
 
 }  // namespace
 }  // namespace safex::drivers::testing
+
+namespace safex::drivers::testing {
+namespace {
+
+// ---- Setup failures and other platforms: a clear outcome, and nothing left behind.
+
+TEST_F(GvisorTest, SetupFailureLeavesNothing) {
+  plan::Plan p = BasePlan();
+  p.mounts.push_back(BindRo("/nonexistent-safex-source"));
+  auto r = Run(p, {"/bin/true"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("/nonexistent-safex-source"));
+  // The fixture's leak check covers cgroups, mounts, state and the private directory.
+}
+
+TEST_F(GvisorTest, MissingWorkingDirectoryIsCreatedByGvisor) {
+  // runsc creates a missing cwd (as runc does), in this run's own root only.
+  plan::Plan p = BasePlan();
+  p.process.cwd = "/nonexistent";
+  RunResult r = MustRun(p, {"/bin/pwd"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_stream.data, "/nonexistent\n");
+  RunResult again = MustRun(BasePlan(), {"/bin/sh", "-c", "test -e /nonexistent && echo kept || echo gone"});
+  EXPECT_EQ(again.stdout_stream.data, "gone\n");
+}
+
+TEST_F(GvisorTest, PtracePlatformWorksToo) {
+  plan::Plan p = BasePlan();
+  p.gvisor.platform = "ptrace";
+  RunResult r = MustRun(p, {"/bin/echo", "ptrace"});
+  EXPECT_EQ(r.stdout_stream.data, "ptrace\n");
+  EXPECT_EQ(r.backend_mode, "gvisor/ptrace/network=none");
+}
+
+}  // namespace
+}  // namespace safex::drivers::testing

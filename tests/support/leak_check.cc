@@ -213,6 +213,10 @@ void AddState(const LeakCheckOptions& o, std::set<std::string>* items) {
   for (const std::string& n : ListDir("/tmp")) {
     if (n.rfind("safex-", 0) == 0) items->insert("tmp: /tmp/" + n);
   }
+  // Other components' state directories next to the state root (e.g. /run/safex-net-...).
+  for (const std::string& n : ListDir("/run")) {
+    if (n.rfind("safex-", 0) == 0) items->insert("state: /run/" + n);
+  }
 }
 
 }  // namespace

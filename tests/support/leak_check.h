@@ -8,7 +8,8 @@
 //   link     virtual network links of the host namespace (veths among them)
 //   nft      nftables tables of the host namespace whose name starts with "safex"
 //   mount    mounts whose source, mount point or options mention "safex", or under the state root
-//   state    entries under the state root (runsc state / run directories), /run/runsc
+//   state    entries under the state root (runsc state / run directories), /run/runsc,
+//            /run/safex-* (other components' state directories)
 //   tmp      /tmp/safex-*
 //
 // Usage:
