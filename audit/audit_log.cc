@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -165,6 +167,34 @@ Result<Checkpoint> CheckpointFrom(const Stmt& s) {
   return c;
 }
 
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// SQLite's own busy handler sleeps up to 100 ms between retries, so a waiting writer keeps
+// missing the short gaps between another process's transactions and can starve. This one polls
+// every 0.05..2 ms with jitter, and gives up after the configured timeout.
+struct BusyWait {
+  int64_t timeout_ns = 0;
+  int64_t started_ns = 0;
+  uint64_t rng = 0;
+};
+
+int BusyHandler(void* arg, int count) {
+  auto* b = static_cast<BusyWait*>(arg);
+  const int64_t now = MonotonicNs();
+  if (count == 0) b->started_ns = now;
+  if (now - b->started_ns >= b->timeout_ns) return 0;
+  b->rng = b->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+  const uint64_t span_us = std::min<uint64_t>(2000, 100 + static_cast<uint64_t>(count) * 20);
+  const auto sleep_us = static_cast<long>(50 + (b->rng >> 33) % span_us);
+  timespec ts{0, sleep_us * 1000};
+  nanosleep(&ts, nullptr);
+  return 1;
+}
+
 // Rolls back an open transaction when it goes out of scope uncommitted.
 class TxnGuard {
  public:
@@ -185,6 +215,7 @@ class TxnGuard {
 
 struct AuditLog::Impl {
   DbPtr db;
+  BusyWait busy;
   bool memory = false;
   dev_t dev = 0;
   ino_t ino = 0;
@@ -259,7 +290,9 @@ Status AuditLog::Init() {
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "opening");
   sqlite3* db = im.db.get();
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, options_.busy_timeout_ms);
+  im.busy.timeout_ns = static_cast<int64_t>(options_.busy_timeout_ms) * 1'000'000;
+  im.busy.rng = static_cast<uint64_t>(MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32);
+  sqlite3_busy_handler(db, BusyHandler, &im.busy);
   if (!options_.read_only && !im.memory) {
     // Keep the -wal and -shm files when the last writer closes, so that auditors without write
     // access to the directory can still open the log read-only (SQLite needs them to exist).

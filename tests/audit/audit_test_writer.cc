@@ -2,7 +2,9 @@
 // and, after each commit, writes "seq hash\n" to a report fd (so the parent knows exactly which
 // events were committed before it SIGKILLs us).
 //
-//   audit_test_writer DB PREFIX COUNT [REPORT_FD]     COUNT 0: until killed
+//   audit_test_writer DB PREFIX COUNT [REPORT_FD [PAUSE_US]]
+// COUNT 0: until killed. REPORT_FD -1: no reports. PAUSE_US: sleep between a start and its end,
+// as a real run would (default 0).
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   const std::string prefix = argv[2];
   const long count = std::strtol(argv[3], nullptr, 10);
   const int fd = argc > 4 ? static_cast<int>(std::strtol(argv[4], nullptr, 10)) : -1;
+  const long pause_us = argc > 5 ? std::strtol(argv[5], nullptr, 10) : 0;
   safex::audit::AuditOptions opts;
   opts.min_free_bytes = 0;
   opts.busy_timeout_ms = 60000;
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
       return 3;
     }
     Report(fd, ref);
+    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
     safex::audit::RunEnd end;
     end.run_id = start.run_id;
     end.exit_code = 0;

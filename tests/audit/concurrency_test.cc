@@ -41,8 +41,9 @@ TEST(ConcurrencyTest, ManyWriterProcessesKeepOneLinearChain) {
   constexpr int kRunsEach = 150;
   std::vector<pid_t> pids;
   for (int w = 0; w < kWriters; ++w) {
+    // A short pause between each run's start and end, as a real run has.
     pids.push_back(Spawn({testing::WriterBinary(), db, "w" + std::to_string(w),
-                          std::to_string(kRunsEach)}));
+                          std::to_string(kRunsEach), "-1", "2000"}));
   }
   for (pid_t p : pids) EXPECT_EQ(Wait(p), 0);
 
@@ -67,6 +68,26 @@ TEST(ConcurrencyTest, ManyWriterProcessesKeepOneLinearChain) {
                   })
                   .ok());
   EXPECT_GT(switches, kWriters);
+}
+
+// Writers appending back to back (the worst case for lock fairness) all get through.
+TEST(ConcurrencyTest, BackToBackWritersAllFinish) {
+  TempDir dir;
+  const std::string db = dir.File("audit.db");
+  constexpr int kWriters = 3;
+  constexpr int kRunsEach = 100;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    pids.push_back(Spawn({testing::WriterBinary(), db, "b" + std::to_string(w),
+                          std::to_string(kRunsEach)}));
+  }
+  for (pid_t p : pids) EXPECT_EQ(Wait(p), 0);
+  auto log = AuditLog::Open(db, testing::TestOptions(dir));
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  auto rep = (*log)->Verify();
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->ok) << rep->problem;
+  EXPECT_EQ(rep->events, 2u * kWriters * kRunsEach);
 }
 
 TEST(ConcurrencyTest, ReadersQueryAndVerifyWhileAWriterAppends) {
