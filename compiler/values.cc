@@ -72,7 +72,7 @@ std::optional<uint64_t> ReadQuantity(const dsl::Value& v, Diags& d, std::string_
       return std::nullopt;
     }
     uint64_t out = 0;
-    if (__builtin_mul_overflow(v.number, u.scale, &out)) {
+    if (!dsl::ToBaseUnits(v, &out)) {  // overflow (the parser already refuses most, E009)
       d.Error("E023", v.span,
               std::string(what) + " = " + std::to_string(v.number) + v.unit +
                   " does not fit in 64 bits of base units");
