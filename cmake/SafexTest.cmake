@@ -7,6 +7,11 @@ function(safex_gtest name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 600)
   endif()
+  # The sanitizer build runs the unit tests only (scripts/test.sh); don't spend its time building
+  # the others.
+  if(SAFEX_SANITIZE AND NOT "unit" IN_LIST A_LABELS)
+    return()
+  endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_LIBS} safex_test_support GTest::gtest_main GTest::gmock)
   set(_lock)
