@@ -64,8 +64,7 @@ std::vector<Shown> ShowLine(std::string_view line) {
 }
 
 // The text of the line of `at` without its line terminator, or false when there is none.
-bool FindLine(std::string_view source, const Position& at, std::string_view* line,
-              size_t* start) {
+bool FindLine(std::string_view source, const Position& at, std::string_view* line, size_t* start) {
   size_t pos = 0;
   // Fast path: the offset, when it agrees with the column, gives the line start directly (the
   // parser sets all three; other phases may leave the offset 0).
@@ -101,8 +100,8 @@ std::string RenderDiagnostic(const Diagnostic& d, std::string_view source) {
   std::string out;
   if (!d.path.empty()) {
     out += text::EscapeForTerminal(d.path);
-    out += ':' + std::to_string(d.span.begin.line) + ':' + std::to_string(d.span.begin.column) +
-           ": ";
+    out +=
+        ':' + std::to_string(d.span.begin.line) + ':' + std::to_string(d.span.begin.column) + ": ";
   }
   out += SeverityName(d.severity);
   if (!d.code.empty()) out += "[" + text::EscapeForTerminal(d.code) + "]";

@@ -132,9 +132,9 @@ class Printer {
   static std::string Indent(int level) { return std::string(static_cast<size_t>(level) * 2, ' '); }
 
   bool HasCommentIn(uint64_t begin, uint64_t end) const {
-    auto it = std::lower_bound(
-        comments_.begin(), comments_.end(), begin,
-        [](const Comment& c, uint64_t off) { return c.span.begin.offset < off; });
+    auto it =
+        std::lower_bound(comments_.begin(), comments_.end(), begin,
+                         [](const Comment& c, uint64_t off) { return c.span.begin.offset < off; });
     return it != comments_.end() && it->span.begin.offset < end;
   }
 

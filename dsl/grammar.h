@@ -21,12 +21,11 @@
 //   sep         <- blank+ / eol / ';' / comment
 #pragma once
 
-#include <tao/pegtl.hpp>
-
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <tao/pegtl.hpp>
 
 #include "dsl/ast.h"
 #include "dsl/parse_context.h"
@@ -93,34 +92,33 @@ struct ident : pegtl::seq<ident_first, ident_tail> {};
 // Digits with `_` separators, an optional fraction (always an error, with help), and a unit glued
 // to the number (checked against the unit list by the action).
 struct digit_run : pegtl::star<pegtl::ranges<'0', '9', '_'>> {};
-struct number : pegtl::seq<pegtl::digit, digit_run,
-                           pegtl::opt<pegtl::one<'.'>, pegtl::digit, digit_run>,
-                           pegtl::opt<ident_first, ident_tail>> {};
+struct number
+    : pegtl::seq<pegtl::digit, digit_run, pegtl::opt<pegtl::one<'.'>, pegtl::digit, digit_run>,
+                 pegtl::opt<ident_first, ident_tail>> {};
 
 struct FailEscape;
 struct FailStringChar;
 struct FailRegexChar;
 
 struct string_open : pegtl::one<'"'> {};
-struct unicode_escape
-    : pegtl::seq<pegtl::one<'u'>, pegtl::one<'{'>, pegtl::rep_min_max<1, 6, pegtl::xdigit>,
-                 pegtl::one<'}'>> {};
+struct unicode_escape : pegtl::seq<pegtl::one<'u'>, pegtl::one<'{'>,
+                                   pegtl::rep_min_max<1, 6, pegtl::xdigit>, pegtl::one<'}'>> {};
 struct escape : pegtl::seq<pegtl::one<'\\'>, pegtl::sor<pegtl::one<'"', '\\', 'n', 't', 'r'>,
-                                                         unicode_escape, custom<FailEscape>>> {};
+                                                        unicode_escape, custom<FailEscape>>> {};
 // The prescan already refused invalid UTF-8 and control characters other than tab/CR/LF.
 struct string_plain : pegtl::plus<pegtl::not_one<'"', '\\', '\t', '\n', '\r'>> {};
 struct string_lit
-    : pegtl::seq<string_open,
-                 pegtl::until<pegtl::one<'"'>,
-                              pegtl::sor<string_plain, escape, custom<FailStringChar>>>> {};
+    : pegtl::seq<
+          string_open,
+          pegtl::until<pegtl::one<'"'>, pegtl::sor<string_plain, escape, custom<FailStringChar>>>> {
+};
 
 struct regex_open : pegtl::one<'/'> {};
 struct regex_escape : pegtl::seq<pegtl::one<'\\'>, pegtl::not_one<'\n', '\r', '\t'>> {};
 struct regex_plain : pegtl::plus<pegtl::not_one<'/', '\\', '\t', '\n', '\r'>> {};
 struct regex_lit
-    : pegtl::seq<regex_open,
-                 pegtl::until<pegtl::one<'/'>,
-                              pegtl::sor<regex_plain, regex_escape, custom<FailRegexChar>>>> {};
+    : pegtl::seq<regex_open, pegtl::until<pegtl::one<'/'>, pegtl::sor<regex_plain, regex_escape,
+                                                                      custom<FailRegexChar>>>> {};
 
 // ---------------------------------------------------------------------------------------------
 // Values.
@@ -159,17 +157,15 @@ struct ann_paren : pegtl::one<'('> {};
 struct ann_close : pegtl::one<')'> {};
 struct ann_entry
     : pegtl::seq<pegtl::sor<value, custom<FailAnnotationValue>>, ws,
-                 pegtl::sor<pegtl::one<','>, pegtl::at<ann_close>,
-                            custom<FailAnnotationSeparator>>,
+                 pegtl::sor<pegtl::one<','>, pegtl::at<ann_close>, custom<FailAnnotationSeparator>>,
                  ws> {};
 struct ann_args : pegtl::seq<ann_paren, ws, pegtl::until<ann_close, ann_entry>> {};
-struct annotation : pegtl::seq<ann_at, pegtl::sor<ann_name, custom<FailAnnotationName>>,
-                               pegtl::opt<ann_args>> {};
+struct annotation
+    : pegtl::seq<ann_at, pegtl::sor<ann_name, custom<FailAnnotationName>>, pegtl::opt<ann_args>> {};
 struct ann_gap : pegtl::star<pegtl::sor<blank, eol, comment>> {};
 struct annotations : pegtl::star<annotation, ann_gap> {};
 
-struct head : pegtl::seq<pegtl::sor<ident, custom<FailStatementStart>>,
-                         pegtl::star<ws, value>> {};
+struct head : pegtl::seq<pegtl::sor<ident, custom<FailStatementStart>>, pegtl::star<ws, value>> {};
 struct assign_op : pegtl::one<'='> {};
 struct assignment : pegtl::seq<ws, assign_op, ws, pegtl::sor<value, custom<FailAssignedValue>>,
                                custom<CheckDetachedUnit>> {};
@@ -179,16 +175,15 @@ struct sep : pegtl::sor<pegtl::plus<blank>, eol, pegtl::one<';'>, comment> {};
 struct block_open : custom<OpenBlock> {};
 struct block_close : pegtl::one<'}'> {};
 struct block_eof : custom<UnclosedBlockAtEof> {};
-struct block : pegtl::seq<ws, block_open,
-                          pegtl::until<pegtl::sor<block_close, block_eof>,
-                                       pegtl::sor<sep, statement_r>>> {};
+struct block
+    : pegtl::seq<ws, block_open,
+                 pegtl::until<pegtl::sor<block_close, block_eof>, pegtl::sor<sep, statement_r>>> {};
 
-struct stmt_end
-    : pegtl::seq<ws, pegtl::sor<pegtl::one<';'>, pegtl::at<pegtl::one<'#'>>, pegtl::at<eol>,
-                                pegtl::at<pegtl::one<'}'>>, pegtl::eof, custom<Continuation>,
-                                custom<RecoverStatementEnd>>> {};
-struct statement : pegtl::seq<annotations, head, pegtl::opt<assignment>, pegtl::opt<block>,
-                              stmt_end> {};
+struct stmt_end : pegtl::seq<ws, pegtl::sor<pegtl::one<';'>, pegtl::at<pegtl::one<'#'>>,
+                                            pegtl::at<eol>, pegtl::at<pegtl::one<'}'>>, pegtl::eof,
+                                            custom<Continuation>, custom<RecoverStatementEnd>>> {};
+struct statement
+    : pegtl::seq<annotations, head, pegtl::opt<assignment>, pegtl::opt<block>, stmt_end> {};
 
 // A statement with error recovery: on SyntaxAbort (the error is already recorded) it drops
 // the statement's partial tree, restores the nesting depth, skips the statement's text and

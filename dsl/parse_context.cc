@@ -54,8 +54,8 @@ std::string ParseContext::Describe(const char* p) const {
   if (*p == '\n' || *p == '\r') return "the end of the line";
   if (*p == '`') return "a backquote";
   const auto word_char = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   };
   if (word_char(*p) && *p != '-' && *p != '.') {
     // A whole name or number reads better than its first character.
@@ -94,8 +94,8 @@ void ParseContext::Fail(const char* code, Span span, std::string message, std::s
 }
 
 void ParseContext::Restore(const Checkpoint& c) {
-  if (frames_.size() > c.frames) frames_.erase(frames_.begin() + static_cast<long>(c.frames),
-                                               frames_.end());
+  if (frames_.size() > c.frames)
+    frames_.erase(frames_.begin() + static_cast<long>(c.frames), frames_.end());
   if (open_.size() > c.open) open_.resize(c.open);
 }
 

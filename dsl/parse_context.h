@@ -21,22 +21,22 @@ struct FatalAbort {};
 
 // Error codes of the syntax phase (E001-E019). Stable: docs/policy-syntax.md documents them.
 namespace code {
-inline constexpr const char kBadByte[] = "E001";          // invalid UTF-8, NUL, control, bidi
-inline constexpr const char kTooLarge[] = "E002";         // file exceeds max_bytes
-inline constexpr const char kUnexpected[] = "E003";       // unexpected token / character
+inline constexpr const char kBadByte[] = "E001";     // invalid UTF-8, NUL, control, bidi
+inline constexpr const char kTooLarge[] = "E002";    // file exceeds max_bytes
+inline constexpr const char kUnexpected[] = "E003";  // unexpected token / character
 inline constexpr const char kUnterminatedString[] = "E004";
 inline constexpr const char kBadEscape[] = "E005";
-inline constexpr const char kRawControl[] = "E006";       // raw tab in a string or regex
+inline constexpr const char kRawControl[] = "E006";  // raw tab in a string or regex
 inline constexpr const char kIntegerOverflow[] = "E007";
 inline constexpr const char kUnknownUnit[] = "E008";
 inline constexpr const char kQuantityOverflow[] = "E009";
 inline constexpr const char kMalformedNumber[] = "E010";  // `_` misplaced, fraction, sign, space
 inline constexpr const char kUnterminatedRegex[] = "E011";
 inline constexpr const char kEmptyRegex[] = "E012";
-inline constexpr const char kUnclosed[] = "E013";         // `{`, `[` or `(` never closed
-inline constexpr const char kStrayCloser[] = "E014";      // `}`, `]` or `)` with nothing open
+inline constexpr const char kUnclosed[] = "E013";     // `{`, `[` or `(` never closed
+inline constexpr const char kStrayCloser[] = "E014";  // `}`, `]` or `)` with nothing open
 inline constexpr const char kTooDeep[] = "E015";
-inline constexpr const char kTooMany[] = "E016";          // items, statements, arguments
+inline constexpr const char kTooMany[] = "E016";  // items, statements, arguments
 inline constexpr const char kTokenTooLong[] = "E017";
 inline constexpr const char kExpectedValue[] = "E018";
 inline constexpr const char kDanglingAnnotation[] = "E019";

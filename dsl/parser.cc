@@ -1,12 +1,11 @@
 #include "dsl/parser.h"
 
-#include <tao/pegtl.hpp>
-
 #include <cstdio>
 #include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <tao/pegtl.hpp>
 #include <utility>
 
 #include "dsl/grammar.h"
@@ -255,18 +254,17 @@ bool Prescan(std::string_view text, ParseContext& ctx) {
     } else if (cp < 0x80 || (cp >= 0x80 && cp <= 0x9F)) {
       std::snprintf(buf, sizeof buf, "control character U+%04X in the file",
                     static_cast<unsigned>(cp));
-      help = "inside a string, write it as an escape such as `\\u{" +
-             [&] {
-               char h[16];
-               std::snprintf(h, sizeof h, "%x", static_cast<unsigned>(cp));
-               return std::string(h);
-             }() +
-             "}`";
+      help = "inside a string, write it as an escape such as `\\u{" + [&] {
+        char h[16];
+        std::snprintf(h, sizeof h, "%x", static_cast<unsigned>(cp));
+        return std::string(h);
+      }() + "}`";
     } else {
       std::snprintf(buf, sizeof buf, "invisible bidirectional control character U+%04X",
                     static_cast<unsigned>(cp));
-      help = "it can make the text display differently from how it parses; inside a string, "
-             "write it as an escape";
+      help =
+          "it can make the text display differently from how it parses; inside a string, "
+          "write it as an escape";
     }
     ctx.Report(code::kBadByte, ctx.SpanOf(p, text.data() + j), buf, help);
     i = j;

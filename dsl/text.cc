@@ -63,15 +63,9 @@ bool IsScalar(char32_t cp) { return cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0x
 bool IsForbiddenRaw(char32_t cp) {
   if (cp < 0x20) return cp != '\t' && cp != '\n' && cp != '\r';
   if (cp >= 0x7F && cp <= 0x9F) return true;  // DEL and C1 (some terminals read 0x9B as CSI)
-  switch (cp) {
-    case 0x061C:                                            // ARABIC LETTER MARK
-    case 0x200E: case 0x200F:                               // LRM, RLM
-    case 0x202A: case 0x202B: case 0x202C: case 0x202D: case 0x202E:  // LRE..RLO
-    case 0x2066: case 0x2067: case 0x2068: case 0x2069:    // LRI..PDI
-      return true;
-    default:
-      return false;
-  }
+  // Bidirectional controls: ARABIC LETTER MARK, LRM, RLM, LRE..RLO, LRI..PDI.
+  return cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
 }
 
 std::string EscapeForTerminal(std::string_view s, bool keep_tabs) {

@@ -24,6 +24,7 @@ struct Alias {
 
 // Spellings people reach for, matched after lower-casing (except the exact names of real units,
 // which are checked case-sensitively first: `m` is minutes, so `M` and `mb` mean MiB).
+// clang-format off
 constexpr Alias kAliases[] = {
     {"b", "B"},           {"byte", "B"},         {"bytes", "B"},
     {"k", "KiB"},         {"kb", "KiB"},         {"ki", "KiB"},         {"kib", "KiB"},
@@ -44,6 +45,7 @@ constexpr Alias kAliases[] = {
     {"min", "m"},         {"mins", "m"},         {"minute", "m"},       {"minutes", "m"},
     {"hr", "h"},          {"hrs", "h"},          {"hour", "h"},         {"hours", "h"},
 };
+// clang-format on
 
 std::string Lower(std::string_view s) {
   std::string out(s);

@@ -52,7 +52,8 @@ policy "python-untrusted" extends "base-untrusted" {
 }
 )policy";
 
-// At least `lines` lines (a few more): policies of ~60 lines each, with every kind of value and comments.
+// At least `lines` lines (a few more): policies of ~60 lines each, with every kind of value and
+// comments.
 std::string Generated(int lines) {
   std::string out;
   int n = 0;

@@ -85,8 +85,8 @@ TEST(CorpusTest, ValidFilesParse) {
   std::vector<std::string> files =
       ListFiles(safex::testing::SourceDir() + "/tests/dsl/testdata/valid", ".policy");
   ASSERT_GE(files.size(), 3u);
-  for (const std::string& p : ListFiles(safex::testing::SourceDir() + "/policies/examples",
-                                        ".policy")) {
+  for (const std::string& p :
+       ListFiles(safex::testing::SourceDir() + "/policies/examples", ".policy")) {
     files.push_back(p);
   }
   for (const std::string& path : files) {

@@ -36,11 +36,11 @@ TEST(ErrorsTest, UnknownUnitSuggestsTheBinaryUnit) {
 
 TEST(ErrorsTest, UnitSuggestions) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"MB", "MiB"}, {"mb", "MiB"}, {"M", "MiB"},   {"Mi", "MiB"},  {"KB", "KiB"},
-      {"kb", "KiB"}, {"k", "KiB"},  {"GB", "GiB"},  {"Gb", "GiB"},  {"TB", "TiB"},
-      {"b", "B"},    {"bytes", "B"}, {"sec", "s"},  {"secs", "s"},  {"seconds", "s"},
-      {"min", "m"},  {"mins", "m"}, {"hr", "h"},    {"hrs", "h"},   {"hours", "h"},
-      {"msec", "ms"}, {"MS", "ms"}, {"usec", "us"}, {"nsec", "ns"}, {"H", "h"},
+      {"MB", "MiB"},  {"mb", "MiB"},  {"M", "MiB"},   {"Mi", "MiB"},  {"KB", "KiB"},
+      {"kb", "KiB"},  {"k", "KiB"},   {"GB", "GiB"},  {"Gb", "GiB"},  {"TB", "TiB"},
+      {"b", "B"},     {"bytes", "B"}, {"sec", "s"},   {"secs", "s"},  {"seconds", "s"},
+      {"min", "m"},   {"mins", "m"},  {"hr", "h"},    {"hrs", "h"},   {"hours", "h"},
+      {"msec", "ms"}, {"MS", "ms"},   {"usec", "us"}, {"nsec", "ns"}, {"H", "h"},
       {"Mib", "MiB"}, {"gib", "GiB"},
   };
   for (const auto& [written, meant] : cases) {
@@ -74,7 +74,7 @@ TEST(ErrorsTest, UnterminatedStringPointsAtItsQuote) {
   EXPECT_EQ(d.span.begin.line, 2u);
   EXPECT_EQ(d.span.begin.column, 8u);
   EXPECT_EQ(d.span.end.column, 9u);
-  EXPECT_EQ(Codes("s = \"abc").at(0), "E004 1:5");  // at the end of the file
+  EXPECT_EQ(Codes("s = \"abc").at(0), "E004 1:5");      // at the end of the file
   EXPECT_EQ(Codes("s = \"abc\\\n").at(0), "E004 1:5");  // a backslash at the end of the line
 }
 
@@ -279,7 +279,7 @@ TEST(ErrorsTest, BadBytes) {
   EXPECT_EQ(Codes("a = \"\xff\xfe\"\nb = \"\xc3\"\n"), (V{"E001 1:6", "E001 2:6"}));
   EXPECT_EQ(Codes("a = 1 # \x1b[31m red\n"), V{"E001 1:9"});
   EXPECT_EQ(Codes("a = \"\x7f\""), V{"E001 1:6"});
-  EXPECT_EQ(Codes("a = \"\xc2\x9b\""), V{"E001 1:6"});            // C1 CSI
+  EXPECT_EQ(Codes("a = \"\xc2\x9b\""), V{"E001 1:6"});             // C1 CSI
   EXPECT_EQ(Codes("a = \"x\xe2\x80\xae\" # RLO"), V{"E001 1:7"});  // Trojan Source
   EXPECT_EQ(Codes("a = 1\rb = 2"), V{"E001 1:6"});                 // a lone CR
   EXPECT_EQ(Codes("a = 1\n\xEF\xBB\xBF"), V{"E001 2:1"});          // BOM not at the start
@@ -300,20 +300,20 @@ TEST(ErrorsTest, TooLarge) {
 
 TEST(RecoveryTest, ReportsEveryBrokenStatement) {
   const char* text =
-      "policy \"p\" {\n"                 // 1
-      "  limits {\n"                     // 2
-      "    memory = 512MB\n"             // 3 E008
-      "    wall_time = 30s\n"            // 4
-      "    cpu_time = 1.5s\n"            // 5 E010
-      "  }\n"                            // 6
-      "  egress pypi.org:443\n"          // 7 E003
-      "  mount tmpfs at /tmp\n"          // 8 E011
-      "  env { set A = \"x }\n"          // 9 E004 (the `}` is inside the string)
-      "  deny [ptrace, mount\n"          // 10
-      "}\n";                             // 11 E013 (unclosed `[`, found `}`)
+      "policy \"p\" {\n"         // 1
+      "  limits {\n"             // 2
+      "    memory = 512MB\n"     // 3 E008
+      "    wall_time = 30s\n"    // 4
+      "    cpu_time = 1.5s\n"    // 5 E010
+      "  }\n"                    // 6
+      "  egress pypi.org:443\n"  // 7 E003
+      "  mount tmpfs at /tmp\n"  // 8 E011
+      "  env { set A = \"x }\n"  // 9 E004 (the `}` is inside the string)
+      "  deny [ptrace, mount\n"  // 10
+      "}\n";                     // 11 E013 (unclosed `[`, found `}`)
   ParseResult r = Parse("t", text);
-  EXPECT_EQ(Codes(r), (V{"E008 3:17", "E010 5:16", "E003 7:18", "E011 8:18", "E004 9:17",
-                         "E013 10:8"}));
+  EXPECT_EQ(Codes(r),
+            (V{"E008 3:17", "E010 5:16", "E003 7:18", "E011 8:18", "E004 9:17", "E013 10:8"}));
   // Good statements are in the tree.
   ASSERT_EQ(r.file.statements.size(), 1u);
   const Statement& policy = r.file.statements[0];

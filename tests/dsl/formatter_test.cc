@@ -1,11 +1,12 @@
 // Format: the canonical layout, comments kept in place, idempotence, and formatted text parsing
 // to the same tree, on every example and on the valid corpus.
+#include "dsl/formatter.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "dsl/formatter.h"
 #include "dsl/parser.h"
 #include "tests/dsl/dsl_test_util.h"
 #include "tests/support/test_support.h"
@@ -25,8 +26,8 @@ void ExpectStable(std::string_view text) {
   const ParseResult second = Parse("b.policy", once);
   ASSERT_TRUE(second.ok()) << "formatted text does not parse:\n" << once;
   std::string why;
-  EXPECT_TRUE(testing::SameTree(first.file.statements, second.file.statements, &why))
-      << why << "\n" << once;
+  EXPECT_TRUE(testing::SameTree(first.file.statements, second.file.statements, &why)) << why << "\n"
+                                                                                      << once;
   EXPECT_EQ(first.file.comments.size(), second.file.comments.size()) << once;
   EXPECT_EQ(Format(second.file), once);
 }
@@ -85,7 +86,8 @@ TEST(FormatterTest, InlineBlockThatDoesNotFitIsExpanded) {
 
 TEST(FormatterTest, LongListsBreakOneItemPerLine) {
   std::string items;
-  for (int i = 0; i < 12; ++i) items += (i ? ", " : "") + std::string("syscall_") + std::to_string(i);
+  for (int i = 0; i < 12; ++i)
+    items += (i ? ", " : "") + std::string("syscall_") + std::to_string(i);
   const std::string out = Fmt("syscalls {\n  deny [" + items + "]\n}\n");
   std::string expected = "syscalls {\n  deny [\n";
   for (int i = 0; i < 12; ++i) expected += "    syscall_" + std::to_string(i) + ",\n";
@@ -193,7 +195,9 @@ TEST(FormatterTest, Annotations) {
 }
 
 TEST(FormatterTest, CrLfAndBomBecomeLf) {
-  EXPECT_EQ(Fmt("\xEF\xBB\xBF" "a = 1 # c\r\nb {\r\n}\r\n"), "a = 1  # c\nb {}\n");
+  EXPECT_EQ(Fmt("\xEF\xBB\xBF"
+                "a = 1 # c\r\nb {\r\n}\r\n"),
+            "a = 1  # c\nb {}\n");
 }
 
 TEST(FormatterTest, TrailingWhitespaceInCommentsIsTrimmed) {

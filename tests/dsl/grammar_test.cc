@@ -180,7 +180,8 @@ TEST(GrammarTest, Identifiers) {
 }
 
 TEST(GrammarTest, StringEscapes) {
-  File f = ParseOk(R"(s = "q\" b\\ n\n t\t r\r e\u{e9} smile\u{1F600} z\u{0}")" "\n");
+  File f = ParseOk(R"(s = "q\" b\\ n\n t\t r\r e\u{e9} smile\u{1F600} z\u{0}")"
+                   "\n");
   EXPECT_EQ(f.statements[0].assigned.text,
             std::string("q\" b\\ n\n t\t r\r e\xC3\xA9 smile\xF0\x9F\x98\x80 z") + '\0');
 }
@@ -212,7 +213,8 @@ TEST(GrammarTest, EveryUnitIsAQuantity) {
 }
 
 TEST(GrammarTest, Regexes) {
-  File f = ParseOk(R"(r /a\/b\d+\\/ /x/ /[\/]/)" "\n");
+  File f = ParseOk(R"(r /a\/b\d+\\/ /x/ /[\/]/)"
+                   "\n");
   const auto& h = f.statements[0].head;
   ASSERT_EQ(h.size(), 4u) << FormatValue(h.back());
   // `\/` is the delimiter escaped; `\d` and `\\` are kept for RE2.
@@ -296,7 +298,9 @@ TEST(GrammarTest, CrLfLineEnds) {
 }
 
 TEST(GrammarTest, ByteOrderMarkAtStartIsSkipped) {
-  File f = ParseOk("\xEF\xBB\xBF" "a = 1\n");
+  File f = ParseOk(
+      "\xEF\xBB\xBF"
+      "a = 1\n");
   ASSERT_EQ(f.statements.size(), 1u);
   EXPECT_EQ(f.statements[0].span.begin.column, 4u);  // columns count bytes
 }
@@ -317,11 +321,11 @@ TEST(GrammarTest, NoFinalNewline) {
 
 TEST(SpanTest, ValuesStatementsAndBlocks) {
   const char* text =
-      "policy \"p\" {\n"        // 1
-      "  memory = 512MiB\n"     // 2
-      "  deny [a,\n"            // 3
-      "    b]\n"                // 4
-      "}\n";                    // 5
+      "policy \"p\" {\n"     // 1
+      "  memory = 512MiB\n"  // 2
+      "  deny [a,\n"         // 3
+      "    b]\n"             // 4
+      "}\n";                 // 5
   File f = ParseOk(text);
   const Statement& policy = f.statements[0];
   EXPECT_EQ(policy.span.begin.line, 1u);

@@ -94,7 +94,10 @@ TEST(HostileTest, LongComment) {
 TEST(HostileTest, NulAndBinaryGarbage) {
   std::string text(4096, '\0');
   EXPECT_EQ(Codes(text), V{"E001 1:1"});  // one run on one line
-  text = "a = 1\n" + std::string("\x7f" "ELF\x02\x01\x01", 7);
+  text = "a = 1\n" + std::string(
+                         "\x7f"
+                         "ELF\x02\x01\x01",
+                         7);
   EXPECT_EQ(Codes(text)[0], "E001 2:1");
 }
 
@@ -102,10 +105,40 @@ TEST(HostileTest, NulAndBinaryGarbage) {
 // whatever parses formats to text that parses to the same tree.
 TEST(HostileTest, RandomInputs) {
   std::mt19937 rng(12345);
-  const std::vector<std::string> tokens = {
-      "a", "b.c", "x-y", "=", "{", "}", "[", "]", ",", ";", "\n", " ", "\t", "#c\n", "@o", "(",
-      ")", "\"s\"", "\"\\u{e9}\"", "\"", "/r/", "/", "5", "5MiB", "5MB", "1.5s", "1_0", "-",
-      "\r\n", "\\", "\xc3\xa9", "\xff", "99999999999999999999", ":"};
+  const std::vector<std::string> tokens = {"a",
+                                           "b.c",
+                                           "x-y",
+                                           "=",
+                                           "{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           ",",
+                                           ";",
+                                           "\n",
+                                           " ",
+                                           "\t",
+                                           "#c\n",
+                                           "@o",
+                                           "(",
+                                           ")",
+                                           "\"s\"",
+                                           "\"\\u{e9}\"",
+                                           "\"",
+                                           "/r/",
+                                           "/",
+                                           "5",
+                                           "5MiB",
+                                           "5MB",
+                                           "1.5s",
+                                           "1_0",
+                                           "-",
+                                           "\r\n",
+                                           "\\",
+                                           "\xc3\xa9",
+                                           "\xff",
+                                           "99999999999999999999",
+                                           ":"};
   for (int round = 0; round < 3000; ++round) {
     std::string text;
     const int n = static_cast<int>(rng() % 60);
@@ -126,7 +159,9 @@ TEST(HostileTest, RandomInputs) {
     ASSERT_TRUE(again.ok()) << "input:\n" << text << "\nformatted:\n" << once;
     std::string why;
     ASSERT_TRUE(testing::SameTree(r.file.statements, again.file.statements, &why))
-        << why << "\ninput:\n" << text << "\nformatted:\n" << once;
+        << why << "\ninput:\n"
+        << text << "\nformatted:\n"
+        << once;
     ASSERT_EQ(Format(again.file), once) << "input:\n" << text;
   }
 }

@@ -88,11 +88,15 @@ TEST(RenderTest, InvalidUtf8AndBidiAreEscaped) {
             "s = \"\\xff\"\n"
             "     ^^^^\n"
             "help: policy files are UTF-8 text\n");
-  const std::string bidi = RenderFirst("s = \"a\xe2\x80\xae" "b\"\n");
+  const std::string bidi = RenderFirst(
+      "s = \"a\xe2\x80\xae"
+      "b\"\n");
   EXPECT_EQ(bidi.find("\xe2\x80\xae"), std::string::npos);
   EXPECT_NE(bidi.find("s = \"a\\u{202e}b\"\n      ^^^^^^^^\n"), std::string::npos) << bidi;
   // C1 CSI (0x9b) would start an escape sequence on some terminals.
-  const std::string csi = RenderFirst("s = \"\xc2\x9b" "31m\"\n");
+  const std::string csi = RenderFirst(
+      "s = \"\xc2\x9b"
+      "31m\"\n");
   EXPECT_EQ(csi.find("\xc2\x9b"), std::string::npos);
   EXPECT_NE(csi.find("\\u{9b}31m"), std::string::npos) << csi;
 }

@@ -16,8 +16,8 @@ namespace {
 TEST(UnitsTest, Table) {
   std::vector<std::string> names;
   for (const UnitInfo& u : Units()) names.emplace_back(u.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"B", "KiB", "MiB", "GiB", "TiB", "ns", "us", "ms",
-                                             "s", "m", "h"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"B", "KiB", "MiB", "GiB", "TiB", "ns", "us", "ms", "s",
+                                             "m", "h"}));
   EXPECT_EQ(FindUnit("MiB")->scale, 1048576u);
   EXPECT_EQ(FindUnit("MiB")->kind, UnitKind::kSize);
   EXPECT_EQ(FindUnit("TiB")->scale, 1099511627776u);
@@ -32,8 +32,8 @@ TEST(UnitsTest, Table) {
 }
 
 TEST(UnitsTest, ToBaseUnits) {
-  const File f = testing::ParseOk(
-      "a = 512MiB\nb = 30s\nc = 16777215TiB\nd = 5124095h\ne = 7\nf = 0GiB\n");
+  const File f =
+      testing::ParseOk("a = 512MiB\nb = 30s\nc = 16777215TiB\nd = 5124095h\ne = 7\nf = 0GiB\n");
   uint64_t v = 0;
   ASSERT_TRUE(ToBaseUnits(f.statements[0].assigned, &v));
   EXPECT_EQ(v, 512u * 1024 * 1024);
@@ -66,10 +66,10 @@ TEST(UnitsTest, ToBaseUnits) {
 }
 
 TEST(ClosestMatchTest, Suggestions) {
-  const std::vector<std::string_view> words = {"memory", "wall_time", "cpu_time", "pids",
-                                               "open_files", "output", "disk"};
-  EXPECT_EQ(ClosestMatch("memroy", words), "memory");     // transposition
-  EXPECT_EQ(ClosestMatch("Memory", words), "memory");     // case
+  const std::vector<std::string_view> words = {"memory",     "wall_time", "cpu_time", "pids",
+                                               "open_files", "output",    "disk"};
+  EXPECT_EQ(ClosestMatch("memroy", words), "memory");  // transposition
+  EXPECT_EQ(ClosestMatch("Memory", words), "memory");  // case
   EXPECT_EQ(ClosestMatch("wall_tme", words), "wall_time");
   EXPECT_EQ(ClosestMatch("walltime", words), "wall_time");
   EXPECT_EQ(ClosestMatch("pid", words), "pids");
