@@ -311,6 +311,28 @@ Result<RunCgroup> CgroupHost::CreateRun(const std::string& parent, const std::st
   return rc;
 }
 
+Result<RunCgroup> CgroupHost::Adopt(const std::string& parent, const std::string& name) const {
+  if (!ValidName(name)) return Status::InvalidArgument("bad cgroup name: '" + name + "'");
+  for (const std::string& p : SplitOn(parent, '/')) {
+    if (!ValidName(p)) return Status::InvalidArgument("bad cgroup parent component: '" + p + "'");
+  }
+  RunCgroup rc;
+  rc.version_ = version_;
+  rc.fs_ = fs_;
+  rc.rel_ = "/" + parent + "/" + name;
+  if (version_ == Version::kV2) {
+    if (fs_->Exists(root_ + rc.rel_)) rc.dirs_.push_back(root_ + rc.rel_);
+  } else {
+    for (const V1Hierarchy& h : v1_) {
+      if (!fs_->Exists(h.dir + rc.rel_)) continue;
+      rc.dirs_.push_back(h.dir + rc.rel_);
+      for (const std::string& c : h.controllers) rc.by_controller_.emplace_back(c, rc.dirs_.size() - 1);
+    }
+  }
+  if (rc.dirs_.empty()) return Status::NotFound("no cgroup " + rc.rel_);
+  return rc;
+}
+
 RunCgroup::~RunCgroup() {
   if (valid()) Destroy().ok();  // best effort: a destructor cannot report; callers Destroy() first
 }

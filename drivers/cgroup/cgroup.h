@@ -64,6 +64,10 @@ class CgroupHost {
   Result<RunCgroup> CreateRun(const std::string& parent, const std::string& name,
                               const Limits& limits) const;
 
+  // Crash recovery only: takes ownership of whatever exists of `parent/name` (left by a process
+  // that died) so that it can be destroyed. NotFound if nothing exists.
+  Result<RunCgroup> Adopt(const std::string& parent, const std::string& name) const;
+
  private:
   struct V1Hierarchy {
     std::string dir;                       // absolute, e.g. /sys/fs/cgroup/memory

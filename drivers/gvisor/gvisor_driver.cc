@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,6 +172,7 @@ struct RunState {
   std::string run_id;
   std::string state_dir;
   PrivateDir dir;
+  UniqueFd owner_lock;                   // flock'ed for the whole run (see CleanupStale)
   std::vector<TmpfsMount> outputs;       // one per kOutput mount
   std::vector<size_t> output_mount_idx;  // plan mount index of each output
   cgroup::RunCgroup cg;
@@ -372,6 +375,11 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   // ---- 1. The run's private directory, its fresh root and its output tmpfs mounts.
   SAFEX_ASSIGN_OR_RETURN(s.dir, PrivateDir::Create(options_.state_root, req.run_id));
   const std::string base = s.dir.path();
+  s.owner_lock.Reset(open((base + "/owner.lock").c_str(),
+                          O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!s.owner_lock || flock(s.owner_lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    return Status::Errno("lock", base + "/owner.lock", errno);
+  }
   const std::string bundle = base + "/bundle";
   const std::string rootfs = bundle + "/rootfs";
   s.state_dir = base + "/state";
@@ -768,6 +776,61 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   s.Teardown(options_.kill_grace);
   result.teardown_error = s.errors;
   return result;
+}
+
+Status GvisorDriver::CleanupStale(int* cleaned) {
+  if (cleaned != nullptr) *cleaned = 0;
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  std::string errors;
+  auto note = [&](const std::string& what, const Status& st) {
+    if (st.ok()) return;
+    errors += (errors.empty() ? "" : "; ") + what + ": " + st.ToString();
+  };
+  for (const std::string& name : DirEntries(options_.state_root)) {
+    const std::string dir = options_.state_root + "/" + name;
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    bool probe = name.starts_with("probe-");
+    if (!probe && !ValidRunId(name)) continue;  // not ours
+    UniqueFd lock(open((dir + "/owner.lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (lock) {
+      if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run owns it
+    } else {
+      // No lock file: either a run between mkdir and creating its lock (microseconds), or a
+      // crash right there. Only old directories are taken for stale.
+      if (time(nullptr) - st.st_mtime < 60) continue;
+    }
+    if (!probe) {
+      const std::string state = dir + "/state";
+      bool has_state = false;
+      for (const std::string& n : DirEntries(state)) has_state = has_state || n.ends_with(".state");
+      if (has_state) {
+        auto d = RunTool({options_.runsc_path, "--root=" + state, "delete", "--force", name},
+                         std::chrono::milliseconds(10000));
+        if (!d.ok()) note("runsc delete " + name, d.status());
+      }
+      auto cg = ready.cgroups.Adopt(options_.cgroup_parent, name);
+      if (cg.ok()) {
+        note("cgroup " + name, cg->Destroy());
+      } else if (cg.status().code() != Status::Code::kNotFound) {
+        note("cgroup " + name, cg.status());
+      }
+      for (const std::string& n : DirEntries(dir + "/out")) {
+        std::string m = dir + "/out/" + n;
+        // Security: only mounts the driver made below its own state root are unmounted here.
+        if (umount2(m.c_str(), UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT) {
+          if (umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL) {
+            note("umount " + m, Status::Errno("umount2", m, errno));
+          }
+        }
+      }
+    }
+    Status rm = gvisor::RemoveTree(dir);
+    note("remove " + dir, rm);
+    if (rm.ok() && cleaned != nullptr) ++*cleaned;
+  }
+  if (!errors.empty()) return Status::Internal("gvisor cleanup: " + errors);
+  return Status::Ok();
 }
 
 }  // namespace safex::drivers

@@ -6,6 +6,7 @@
 //   state/               runsc --root: this run's runsc state, never shared with another run
 //   out/<n>/             one fresh size-capped host tmpfs per kOutput mount, bound into the sandbox
 //   input-empty/         an empty read-only directory for a kInput mount when no input_dir is given
+//   owner.lock           flock'ed by the running supervisor (CleanupStale skips live runs)
 // plus a cgroup <cgroup_parent>/<run-id> in every hierarchy (pre-created with the plan's limits, so
 // runsc only joins it and never creates or removes cgroups itself).
 //
@@ -86,6 +87,13 @@ class GvisorDriver : public Driver {
   Status Probe() override;
 
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
+
+  // Crash recovery (the daemon calls it at start): removes what the runs of a supervisor that
+  // died left behind under state_root: runsc containers (delete --force), their cgroups (killing
+  // anything still in them), output mounts and the private directories. A run still owned by a
+  // live process (it holds an flock on <run dir>/owner.lock for the whole run) is left alone.
+  // `cleaned` gets the number of run directories removed.
+  Status CleanupStale(int* cleaned = nullptr);
 
   // After a successful Probe: "0.0~20240729.0" and the cgroup version in use.
   std::string runsc_version() const;
