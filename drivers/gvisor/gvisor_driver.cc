@@ -199,10 +199,9 @@ struct RunState {
     if (sandbox_stopped) return;
     sandbox_stopped = true;
     if (runsc.valid() && !runsc.reaped()) {
-      // Ask runsc first (it knows the container's processes), then make sure through the cgroup:
-      // every process runsc started for this run (gofer, sandbox, stubs) is in it.
-      // Letting runsc end it cleanly keeps its state consistent; the cgroup kill is the fallback
-      // for a sandbox that does not go (wedged sentry, runsc itself stuck).
+      // Ask runsc first: it ends the container cleanly and keeps its state consistent. The
+      // cgroup kill is the fallback for a sandbox that does not go (wedged sentry, runsc stuck):
+      // every process runsc started for this run (gofer, sandbox, stubs) is in the cgroup.
       auto k = RunTool(Runsc({"kill", "--all", run_id, "KILL"}), std::chrono::milliseconds(1000));
       (void)k;
       auto st = runsc.Wait(Clock::now() + grace);
