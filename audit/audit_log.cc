@@ -6,11 +6,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -64,8 +64,7 @@ std::string ParentDir(const std::string& path) {
 
 Status FileErrno(const char* what, const std::string& path, int err) {
   if (err == EROFS) {
-    return Status::PermissionDenied(std::string(what) + "(" + path +
-                                    "): read-only file system");
+    return Status::PermissionDenied(std::string(what) + "(" + path + "): read-only file system");
   }
   return Status::Errno(what, path, err);
 }
@@ -237,8 +236,7 @@ std::string NewRunId() {
   std::snprintf(buf, sizeof buf, "%08llx-%04llx-7%.3s-%x%.3s-%.12s",
                 static_cast<unsigned long long>(ms >> 16),
                 static_cast<unsigned long long>(ms & 0xffff), rnd.data(),
-                8 + (HexDigitValue(rnd[3]) & 3), rnd.data() + 4,
-                rnd.data() + 7);
+                8 + (HexDigitValue(rnd[3]) & 3), rnd.data() + 4, rnd.data() + 7);
   return buf;
 }
 
@@ -374,9 +372,9 @@ Status AuditLog::Init() {
   if (!options_.read_only) {
     SAFEX_ASSIGN_OR_RETURN(im.begin_immediate, Stmt::Prepare(db, "BEGIN IMMEDIATE"));
     SAFEX_ASSIGN_OR_RETURN(im.commit, Stmt::Prepare(db, "COMMIT"));
-    SAFEX_ASSIGN_OR_RETURN(im.head,
-                           Stmt::Prepare(db, "SELECT seq, hash FROM events ORDER BY seq DESC "
-                                             "LIMIT 1"));
+    SAFEX_ASSIGN_OR_RETURN(im.head, Stmt::Prepare(db,
+                                                  "SELECT seq, hash FROM events ORDER BY seq DESC "
+                                                  "LIMIT 1"));
     SAFEX_ASSIGN_OR_RETURN(im.run_events,
                            Stmt::Prepare(db, "SELECT kind FROM events WHERE run_id = ?1"));
     std::string insert = "INSERT INTO events (" + EventColumnList() + ", hash) VALUES (";
@@ -427,7 +425,8 @@ Status AuditLog::CreateSchemaIfNew() {
   std::string pragmas = "PRAGMA application_id=" + std::to_string(internal::kApplicationId) +
                         "; PRAGMA user_version=" + std::to_string(internal::kSchemaVersion) + ";";
   SAFEX_RETURN_IF_ERROR(Exec(db, pragmas.c_str(), "stamping the schema"));
-  SAFEX_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
+  SAFEX_ASSIGN_OR_RETURN(Stmt ins,
+                         Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
   const std::pair<std::string, std::string> meta[] = {
       {"format", "safex-audit"},
       {"schema_version", std::to_string(internal::kSchemaVersion)},
@@ -451,8 +450,7 @@ Status AuditLog::CheckWritable() {
       return FileErrno("audit log: stat", path_, errno).With("the audit log file is gone");
     }
     if (st.st_dev != im.dev || st.st_ino != im.ino) {
-      return Status::FailedPrecondition("audit log " + path_ +
-                                        " was replaced since it was opened");
+      return Status::FailedPrecondition("audit log " + path_ + " was replaced since it was opened");
     }
     struct statvfs vfs {};
     std::string dir = ParentDir(path_);
@@ -461,8 +459,7 @@ Status AuditLog::CheckWritable() {
     if (free_bytes < options_.min_free_bytes) {
       return Status::ResourceExhausted("audit log " + path_ + ": only " +
                                        std::to_string(free_bytes) + " bytes free on " + dir +
-                                       " (need " + std::to_string(options_.min_free_bytes) +
-                                       ")");
+                                       " (need " + std::to_string(options_.min_free_bytes) + ")");
     }
     if (vfs.f_flag & ST_RDONLY) {
       return Status::PermissionDenied("audit log " + path_ + ": file system is read-only");
@@ -490,7 +487,8 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
       head_seq = im.head.Int(0);
       auto d = DigestFromHex(im.head.Text(1));
       im.head.Reset();
-      if (!d) return Status::DataLoss("the newest event's hash is malformed; run safex audit verify");
+      if (!d)
+        return Status::DataLoss("the newest event's hash is malformed; run safex audit verify");
       prev = *d;
     }
   }
@@ -759,8 +757,8 @@ Result<VerifyReport> AuditLog::Verify(const VerifyOptions& options) {
     auto have = s.Step();
     if (!have.ok()) {
       if (have.status().code() == Status::Code::kDataLoss) {
-        return fail(expected, "reading event " + std::to_string(expected) + ": " +
-                                  have.status().message());
+        return fail(expected,
+                    "reading event " + std::to_string(expected) + ": " + have.status().message());
       }
       return have.status();
     }
@@ -782,8 +780,9 @@ Result<VerifyReport> AuditLog::Verify(const VerifyOptions& options) {
     Sha256Digest h = ChainHash(prev, EncodeEvent(*row));
     if (ToHex(h) != row->hash) {
       s.Reset();
-      return fail(seq, "event " + std::to_string(seq) + " (run " + std::string(row->text(kColRunId)) +
-                           ", " + std::string(row->text(kColKind)) +
+      return fail(seq, "event " + std::to_string(seq) + " (run " +
+                           std::string(row->text(kColRunId)) + ", " +
+                           std::string(row->text(kColKind)) +
                            "): hash mismatch: this event was edited, or one before it was "
                            "removed, inserted or reordered");
     }

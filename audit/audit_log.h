@@ -59,8 +59,8 @@ struct EventRef {
 // One run attempt, as the `runs` view shows it.
 struct RunSummary {
   std::string run_id;
-  std::string state;    // running | finished | interrupted | refused
-  std::string verdict;  // a VerdictName(); empty while running
+  std::string state;     // running | finished | interrupted | refused
+  std::string verdict;   // a VerdictName(); empty while running
   int64_t start_ns = 0;  // refusals: when refused
   std::optional<int64_t> end_ns;
   Requester requester;
@@ -111,8 +111,8 @@ struct VerifyOptions {
 
 struct VerifyReport {
   bool ok = false;
-  uint64_t events = 0;     // events whose chain was checked
-  std::string head_hash;   // hash of the last event (the genesis hash when empty)
+  uint64_t events = 0;       // events whose chain was checked
+  std::string head_hash;     // hash of the last event (the genesis hash when empty)
   uint64_t checkpoints = 0;  // checkpoints whose signature and prefix were checked
   // When !ok: the first bad event's seq (0 when the problem is not one event) and what is wrong.
   int64_t first_bad_seq = 0;

@@ -28,9 +28,8 @@ enum class AuditFailure {
 // gets start.run_id. An error Status means the caller must not report a result; `failure`
 // (optional) says whether the run happened.
 template <typename RunFn>
-  requires std::is_invocable_r_v<RunEnd, RunFn&>
-Result<RunEnd> RunAudited(AuditLog& log, const RunStart& start, RunFn&& run,
-                          AuditFailure* failure = nullptr) {
+requires std::is_invocable_r_v<RunEnd, RunFn&> Result<RunEnd> RunAudited(
+    AuditLog& log, const RunStart& start, RunFn&& run, AuditFailure* failure = nullptr) {
   Status st = log.RecordStart(start);
   if (!st.ok()) {
     if (failure != nullptr) *failure = AuditFailure::kBeforeRun;

@@ -93,8 +93,8 @@ Result<EventRow> DecodeEvent(std::string_view bytes) {
     uint8_t name_len = 0;
     std::string_view name;
     if (!r.Byte(&name_len) || !r.Take(name_len, &name) || name != names[i]) {
-      return Status::InvalidArgument("event encoding: field " + std::to_string(i) +
-                                     " is not " + std::string(names[i]));
+      return Status::InvalidArgument("event encoding: field " + std::to_string(i) + " is not " +
+                                     std::string(names[i]));
     }
     uint8_t tag = 0;
     if (!r.Byte(&tag)) return Status::InvalidArgument("event encoding: truncated");

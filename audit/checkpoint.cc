@@ -8,10 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "audit/time_format.h"
@@ -177,8 +176,10 @@ Result<Checkpoint> Checkpoint::FromJson(std::string_view text) {
     return Status::InvalidArgument("checkpoint file: format is not safex-audit-checkpoint/1");
   }
   Checkpoint c;
-  for (auto [key, dest] : {std::pair{"log_id", &c.log_id}, {"head_hash", &c.head_hash},
-                           {"public_key", &c.public_key}, {"signature", &c.signature}}) {
+  for (auto [key, dest] : {std::pair{"log_id", &c.log_id},
+                           {"head_hash", &c.head_hash},
+                           {"public_key", &c.public_key},
+                           {"signature", &c.signature}}) {
     const json* v = str(key);
     if (v == nullptr) return Status::InvalidArgument(std::string("checkpoint file: no ") + key);
     *dest = v->get<std::string>();
@@ -194,8 +195,7 @@ Result<Checkpoint> Checkpoint::FromJson(std::string_view text) {
   return c;
 }
 
-Result<std::unique_ptr<SigningKey>> SigningKey::LoadOrCreate(const std::string& path,
-                                                             bool create) {
+Result<std::unique_ptr<SigningKey>> SigningKey::LoadOrCreate(const std::string& path, bool create) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT || !create) {
@@ -208,8 +208,7 @@ Result<std::unique_ptr<SigningKey>> SigningKey::LoadOrCreate(const std::string& 
       std::unique_ptr<EVP_PKEY_CTX, PkeyCtxFree> ctx(
           EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr));
       EVP_PKEY* raw = nullptr;
-      if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 ||
-          EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
+      if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1) {
         return Status::Internal("Ed25519 key generation failed");
       }
       key.reset(raw);

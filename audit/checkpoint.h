@@ -17,9 +17,9 @@
 namespace safex::audit {
 
 struct Checkpoint {
-  std::string log_id;      // meta.log_id of the database it belongs to
+  std::string log_id;  // meta.log_id of the database it belongs to
   uint64_t event_count = 0;
-  std::string head_hash;   // hash of event `event_count` (hex); the genesis hash when 0
+  std::string head_hash;  // hash of event `event_count` (hex); the genesis hash when 0
   int64_t time_ns = 0;
   std::string public_key;  // hex, raw Ed25519 public key (32 bytes)
   std::string signature;   // hex, Ed25519 signature (64 bytes) over SignedBytes()

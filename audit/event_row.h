@@ -68,7 +68,7 @@ struct EventRow {
 
   bool operator==(const EventRow&) const = default;
 
-  int64_t seq() const;                  // 0 when unset
+  int64_t seq() const;                         // 0 when unset
   std::string_view text(EventColumn c) const;  // "" unless the value is TEXT
   std::optional<int64_t> integer(EventColumn c) const;
 };

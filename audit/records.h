@@ -25,7 +25,7 @@ struct Requester {
 
 // Written (and committed) before the sandbox starts.
 struct RunStart {
-  std::string run_id;                // unique; [A-Za-z0-9._:-], at most 128 characters (NewRunId())
+  std::string run_id;  // unique; [A-Za-z0-9._:-], at most 128 characters (NewRunId())
   Requester requester;
   std::string policy_name;
   std::string policy_source_digest;  // SHA-256 hex of the policy source

@@ -1,9 +1,8 @@
 #include "audit/time_format.h"
 
-#include <ctime>
-
 #include <charconv>
 #include <cstdio>
+#include <ctime>
 
 namespace safex::audit {
 namespace {
@@ -82,12 +81,23 @@ Result<int64_t> ParseTimeArg(std::string_view text, int64_t now_ns) {
   if (text.size() >= 2 && text.find_first_not_of("0123456789") == text.size() - 1) {
     int64_t mult = 0;
     switch (unit) {
-      case 's': mult = 1; break;
-      case 'm': mult = 60; break;
-      case 'h': mult = 3600; break;
-      case 'd': mult = 86400; break;
-      case 'w': mult = 7 * 86400; break;
-      default: return Bad(text, "unknown unit (s, m, h, d or w)");
+      case 's':
+        mult = 1;
+        break;
+      case 'm':
+        mult = 60;
+        break;
+      case 'h':
+        mult = 3600;
+        break;
+      case 'd':
+        mult = 86400;
+        break;
+      case 'w':
+        mult = 7 * 86400;
+        break;
+      default:
+        return Bad(text, "unknown unit (s, m, h, d or w)");
     }
     int64_t n = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size() - 1, n);
@@ -111,8 +121,7 @@ Result<int64_t> ParseTimeArg(std::string_view text, int64_t now_ns) {
   int64_t offset_s = 0;
   if (pos < text.size()) {
     if (!Expect(text, &pos, 'T') && !Expect(text, &pos, ' ')) return Bad(text, "expected T");
-    if (!Digits(text, &pos, 2, &hour) || !Expect(text, &pos, ':') ||
-        !Digits(text, &pos, 2, &min)) {
+    if (!Digits(text, &pos, 2, &hour) || !Expect(text, &pos, ':') || !Digits(text, &pos, 2, &min)) {
       return Bad(text, "expected HH:MM");
     }
     if (Expect(text, &pos, ':')) {

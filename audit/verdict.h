@@ -10,17 +10,17 @@
 namespace safex::audit {
 
 enum class Verdict {
-  kOk,                  // exited 0, every validator accepted the output
-  kNonzeroExit,         // exited with a status other than 0 (or was killed by a signal of its own)
-  kTimeout,             // the wall-clock limit fired (exit 124)
-  kCpuLimit,            // the CPU-time limit fired
-  kMemoryLimit,         // the memory limit fired (exit 137)
-  kPidsLimit,           // the process-count limit fired
-  kOutputLimit,         // stdout + stderr exceeded the output cap
-  kValidatorRejected,   // the program finished but an output validator rejected its output
-  kRefused,             // the request was refused before anything ran (exit 125)
-  kSetupError,          // the sandbox could not be set up; nothing of the program ran (exit 125)
-  kInterrupted,         // the run started but the supervisor died before it ended (crash recovery)
+  kOk,                 // exited 0, every validator accepted the output
+  kNonzeroExit,        // exited with a status other than 0 (or was killed by a signal of its own)
+  kTimeout,            // the wall-clock limit fired (exit 124)
+  kCpuLimit,           // the CPU-time limit fired
+  kMemoryLimit,        // the memory limit fired (exit 137)
+  kPidsLimit,          // the process-count limit fired
+  kOutputLimit,        // stdout + stderr exceeded the output cap
+  kValidatorRejected,  // the program finished but an output validator rejected its output
+  kRefused,            // the request was refused before anything ran (exit 125)
+  kSetupError,         // the sandbox could not be set up; nothing of the program ran (exit 125)
+  kInterrupted,        // the run started but the supervisor died before it ended (crash recovery)
 };
 
 struct VerdictInfo {

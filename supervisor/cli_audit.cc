@@ -7,13 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -293,9 +292,12 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
   if (!detail.ok()) {
     PrintError(detail.status().message());
     switch (detail.status().code()) {
-      case Status::Code::kNotFound: return kExitFailed;
-      case Status::Code::kInvalidArgument: return kExitUsage;
-      default: return kExitUnreadable;
+      case Status::Code::kNotFound:
+        return kExitFailed;
+      case Status::Code::kInvalidArgument:
+        return kExitUsage;
+      default:
+        return kExitUnreadable;
     }
   }
   const audit::RunSummary& r = detail->run;
@@ -325,7 +327,8 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
       {"policy:", esc(r.policy_name)},
       {"policy source:", esc(r.policy_source_digest)},
       {"plan digest:", esc(r.plan_digest)},
-      {"backend:", esc(r.backend) + (r.backend_mode.empty() ? "" : " (" + esc(r.backend_mode) + ")")},
+      {"backend:",
+       esc(r.backend) + (r.backend_mode.empty() ? "" : " (" + esc(r.backend_mode) + ")")},
       {"argv:", ArgvForTerminal(r.argv)},
   };
   if (r.state != "refused") {
@@ -334,13 +337,13 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
     for (const auto& l : r.limits_fired) limits += (limits.empty() ? "" : ", ") + esc(l);
     rows.push_back({"limits fired:", limits.empty() ? "-" : limits});
     rows.push_back({"wall / cpu:", Duration(r.wall_ns) + " / " + Duration(r.cpu_ns)});
-    rows.push_back({"peak memory:", r.peak_memory_bytes
-                                        ? std::to_string(*r.peak_memory_bytes) + " bytes"
-                                        : "-"});
-    for (auto [name, s] : {std::pair{"stdout:", &r.stdout_summary}, {"stderr:", &r.stderr_summary}}) {
+    rows.push_back({"peak memory:",
+                    r.peak_memory_bytes ? std::to_string(*r.peak_memory_bytes) + " bytes" : "-"});
+    for (auto [name, s] :
+         {std::pair{"stdout:", &r.stdout_summary}, {"stderr:", &r.stderr_summary}}) {
       if (*s) {
-        rows.push_back({name, std::to_string((*s)->bytes) + " bytes, sha256 " +
-                                  esc((*s)->sha256) + ((*s)->truncated ? ", truncated" : "")});
+        rows.push_back({name, std::to_string((*s)->bytes) + " bytes, sha256 " + esc((*s)->sha256) +
+                                  ((*s)->truncated ? ", truncated" : "")});
       }
     }
     for (const auto& v : r.validator_results) {
@@ -355,8 +358,8 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
   for (const auto& e : detail->events) {
     rows.push_back({"event " + std::to_string(e.seq()) + ":",
                     std::string(e.text(audit::kColKind)) + " at " +
-                        audit::FormatIso8601(e.integer(audit::kColTimeNs).value_or(0)) +
-                        ", hash " + esc(e.hash)});
+                        audit::FormatIso8601(e.integer(audit::kColTimeNs).value_or(0)) + ", hash " +
+                        esc(e.hash)});
   }
   PrintTable(rows);
   return kExitOk;
@@ -564,7 +567,8 @@ void RegisterAuditCommands(CLI::App& app, int* exit_code) {
   CLI::App* checkpoint = audit_cmd->add_subcommand(
       "checkpoint", "sign (event count, head hash) into the log; the key is made on first use");
   AddCommonOptions(checkpoint, common);
-  checkpoint->add_option("--out", *out_file, "also write the checkpoint to FILE (keep it elsewhere)");
+  checkpoint->add_option("--out", *out_file,
+                         "also write the checkpoint to FILE (keep it elsewhere)");
   checkpoint->callback([=] { *exit_code = DoCheckpoint(*common, *out_file); });
 
   auto export_json = std::make_shared<bool>(false);

@@ -2,9 +2,8 @@
 // durability settings, checkpoints and the RunAudited order.
 #include "audit/audit_log.h"
 
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <set>
 
@@ -96,8 +95,7 @@ TEST(AuditLogTest, MemoryLogRecordsAndLists) {
 TEST(AuditLogTest, WriteOrderRulesAreEnforced) {
   auto log = OpenOrDie(":memory:");
   ASSERT_TRUE(log);
-  EXPECT_EQ(log->RecordEnd(SampleEnd("never-started")).code(),
-            Status::Code::kFailedPrecondition);
+  EXPECT_EQ(log->RecordEnd(SampleEnd("never-started")).code(), Status::Code::kFailedPrecondition);
   EXPECT_EQ(log->RecordInterrupted({"never-started", "x", 0}).code(),
             Status::Code::kFailedPrecondition);
   ASSERT_TRUE(log->RecordStart(SampleStart("r")).ok());
@@ -269,7 +267,8 @@ TEST(AuditLogTest, CheckpointsAreSignedAndVerified) {
   auto empty = log->MakeCheckpoint();  // a checkpoint of the empty log is fine
   ASSERT_TRUE(empty.ok()) << empty.status().message();
   EXPECT_EQ(empty->event_count, 0u);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(log->RecordStart(SampleStart("r" + std::to_string(i))).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(log->RecordStart(SampleStart("r" + std::to_string(i))).ok());
   auto cp = log->MakeCheckpoint();
   ASSERT_TRUE(cp.ok()) << cp.status().message();
   EXPECT_EQ(cp->event_count, 3u);

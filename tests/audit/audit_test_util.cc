@@ -1,13 +1,12 @@
 #include "tests/audit/audit_test_util.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstring>
@@ -167,8 +166,9 @@ std::string WriterBinary() { return SAFEX_AUDIT_TEST_WRITER; }
 
 std::string RandomBytes(std::mt19937_64& rng, size_t max_len) {
   // Bytes that stress an encoding: separators, tags, quotes, invalid UTF-8, escapes.
-  static const char kAlphabet[] = {'a', 'b', 'N', 'I', 'T', '\x01', '\x00', '"', '\\', ',',
-                                   '{', '}', '\xff', '\xc3', '\xa9', '\x1b', '[', '\n', ' '};
+  static const char kAlphabet[] = {'a',    'b',    'N', 'I',  'T', '\x01', '\x00',
+                                   '"',    '\\',   ',', '{',  '}', '\xff', '\xc3',
+                                   '\xa9', '\x1b', '[', '\n', ' '};
   std::uniform_int_distribution<size_t> len(0, max_len);
   std::uniform_int_distribution<size_t> pick(0, sizeof kAlphabet - 1);
   std::string s(len(rng), 'a');
@@ -182,10 +182,18 @@ EventRow RandomRow(std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> small(-3, 3);
   for (auto& v : row.values) {
     switch (kind(rng)) {
-      case 0: v = std::monostate{}; break;
-      case 1: v = small(rng); break;
-      case 2: v = static_cast<int64_t>(rng()); break;
-      default: v = RandomBytes(rng, 4); break;
+      case 0:
+        v = std::monostate{};
+        break;
+      case 1:
+        v = small(rng);
+        break;
+      case 2:
+        v = static_cast<int64_t>(rng());
+        break;
+      default:
+        v = RandomBytes(rng, 4);
+        break;
     }
   }
   return row;

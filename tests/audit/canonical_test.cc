@@ -53,17 +53,17 @@ TEST(CanonicalTest, NearMissesEncodeDifferently) {
     rows.push_back(r);
   };
   rows.push_back(base);
-  with(kColReason, std::string());                  // "" vs NULL
-  with(kColReason, int64_t{0});                     // 0 vs "" vs NULL
-  with(kColReason, std::string("\0", 1));           // NUL byte vs ""
+  with(kColReason, std::string());         // "" vs NULL
+  with(kColReason, int64_t{0});            // 0 vs "" vs NULL
+  with(kColReason, std::string("\0", 1));  // NUL byte vs ""
   with(kColPolicyName, std::string("ab"), kColPlanDigest, std::string("c"));
   with(kColPolicyName, std::string("a"), kColPlanDigest, std::string("bc"));
   with(kColBackend, std::string("x"));
-  with(kColBackendMode, std::string("x"));          // same value, neighbouring column
+  with(kColBackendMode, std::string("x"));  // same value, neighbouring column
   with(kColSeq, int64_t{1});
   with(kColSeq, int64_t{256});
   with(kColSeq, int64_t{-1});
-  with(kColSeq, std::string("1"));                  // integer 1 vs text "1"
+  with(kColSeq, std::string("1"));  // integer 1 vs text "1"
   // A text that contains what looks like the next field's encoding.
   with(kColRunId, std::string("\x06time_nsI", 9));
   std::set<std::string> encodings;
@@ -99,11 +99,12 @@ TEST(CanonicalTest, GoldenEncoding) {
   row.values[kColSeq] = int64_t{1};
   row.values[kColKind] = std::string("start");
   std::string enc = EncodeEvent(row);
-  const std::string head("safex-audit-event\0\x01\x00\x1d"
-                         "\x03seqI\0\0\0\0\0\0\0\x01"
-                         "\x04kindT\0\0\0\x05start"
-                         "\x06run_idN",
-                         18 + 1 + 2 + 13 + 15 + 8);
+  const std::string head(
+      "safex-audit-event\0\x01\x00\x1d"
+      "\x03seqI\0\0\0\0\0\0\0\x01"
+      "\x04kindT\0\0\0\x05start"
+      "\x06run_idN",
+      18 + 1 + 2 + 13 + 15 + 8);
   EXPECT_EQ(enc.substr(0, head.size()), head);
   EXPECT_EQ(enc.substr(enc.size() - 8), std::string("\x06reasonN"));
 }

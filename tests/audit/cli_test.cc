@@ -1,9 +1,9 @@
 // `safex audit ...` end to end: the real binary on a real log. Exit statuses: 0 ok, 1 verify
 // failure / not found, 2 usage, 3 unreadable log.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "audit/audit_log.h"
@@ -123,13 +123,13 @@ TEST_F(AuditCliTest, ShowFindsByPrefixAndEscapes) {
 }
 
 TEST_F(AuditCliTest, UnreadableLogExitsThree) {
-  ProcResult r = testing::RunProcess({safex::testing::SafexBinary(), "audit", "list",
-                                      "--audit-db", dir_.File("missing.db")});
+  ProcResult r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "list", "--audit-db", dir_.File("missing.db")});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_NE(r.err.find("missing.db"), std::string::npos);
   std::ofstream(dir_.File("garbage.db")) << std::string(5000, 'x');
-  r = testing::RunProcess({safex::testing::SafexBinary(), "audit", "verify", "--audit-db",
-                           dir_.File("garbage.db")});
+  r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", dir_.File("garbage.db")});
   EXPECT_EQ(r.exit_code, 3);
   // The auditors' verbs never create a log.
   EXPECT_NE(access(dir_.File("missing.db").c_str(), F_OK), 0);
@@ -148,11 +148,12 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
   // Edit event 2 in a copy: verify names it.
   const std::string copy = dir_.File("copy.db");
   testing::CopyDb(db_, copy);
-  ASSERT_EQ(testing::RawSql(copy, "DROP TRIGGER events_no_update; "
-                                  "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
+  ASSERT_EQ(testing::RawSql(copy,
+                            "DROP TRIGGER events_no_update; "
+                            "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
             "");
-  r = testing::RunProcess({safex::testing::SafexBinary(), "audit", "verify", "--audit-db", copy,
-                           "--key", key_});
+  r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", copy, "--key", key_});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("FAILED: event 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("first bad event: 2"), std::string::npos) << r.out;
@@ -160,12 +161,13 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
   // Truncate a copy and remove its checkpoints: only the kept file can tell.
   const std::string cut = dir_.File("cut.db");
   testing::CopyDb(db_, cut);
-  ASSERT_EQ(testing::RawSql(cut, "DROP TRIGGER events_no_delete; DROP TRIGGER "
-                                 "checkpoints_no_delete; DELETE FROM events WHERE seq > 3; "
-                                 "DELETE FROM checkpoints"),
+  ASSERT_EQ(testing::RawSql(cut,
+                            "DROP TRIGGER events_no_delete; DROP TRIGGER "
+                            "checkpoints_no_delete; DELETE FROM events WHERE seq > 3; "
+                            "DELETE FROM checkpoints"),
             "");
-  r = testing::RunProcess({safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut,
-                           "--key", key_});
+  r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut, "--key", key_});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("note: no checkpoint"), std::string::npos) << r.out;
   r = testing::RunProcess({safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut,

@@ -1,9 +1,8 @@
 // Several processes append at once (creating the log together, too) and the chain stays linear;
 // readers query and verify while a writer appends.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
@@ -78,8 +77,8 @@ TEST(ConcurrencyTest, BackToBackWritersAllFinish) {
   constexpr int kRunsEach = 100;
   std::vector<pid_t> pids;
   for (int w = 0; w < kWriters; ++w) {
-    pids.push_back(Spawn({testing::WriterBinary(), db, "b" + std::to_string(w),
-                          std::to_string(kRunsEach)}));
+    pids.push_back(
+        Spawn({testing::WriterBinary(), db, "b" + std::to_string(w), std::to_string(kRunsEach)}));
   }
   for (pid_t p : pids) EXPECT_EQ(Wait(p), 0);
   auto log = AuditLog::Open(db, testing::TestOptions(dir));

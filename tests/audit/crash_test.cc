@@ -2,12 +2,11 @@
 // the writer reported as committed is present with the same hash, PRAGMA integrity_check is ok,
 // and the chain verifies.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>

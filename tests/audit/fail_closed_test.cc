@@ -2,13 +2,12 @@
 // system, corrupt or foreign file, disk full, file removed -- Open/CheckWritable/Record* return a
 // clear error (so the supervisor refuses the run with 125), and nothing half-written is left.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
@@ -107,7 +106,8 @@ TEST(FailClosedTest, ReadOnlyFileSystemUnderAnOpenLog) {
 }
 
 TEST(FailClosedTest, ReadOnlyFileForNonRoot) {
-  if (geteuid() == 0) GTEST_SKIP() << "root ignores file modes; covered by the read-only mount test";
+  if (geteuid() == 0)
+    GTEST_SKIP() << "root ignores file modes; covered by the read-only mount test";
   TempDir dir;
   const std::string db = dir.File("audit.db");
   {
@@ -131,8 +131,7 @@ TEST(FailClosedTest, GarbageFileIsRefusedAsCorrupt) {
     auto log = AuditLog::Open(db, testing::TestOptions(dir));
     ASSERT_FALSE(log.ok());
     EXPECT_EQ(log.status().code(), Status::Code::kDataLoss) << log.status().message();
-    EXPECT_NE(log.status().message().find("corrupt"), std::string::npos)
-        << log.status().message();
+    EXPECT_NE(log.status().message().find("corrupt"), std::string::npos) << log.status().message();
     AuditOptions ro;
     ro.read_only = true;
     EXPECT_EQ(AuditLog::Open(db, ro).status().code(), Status::Code::kDataLoss);

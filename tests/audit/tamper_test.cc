@@ -1,9 +1,8 @@
 // Tampering with a copy of a log -- editing, deleting, reordering, truncating, rewriting the whole
 // chain -- is each detected by Verify, which names the first bad event.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 
@@ -121,8 +120,8 @@ TEST_F(TamperTest, EditedVerdictIsDetected) {
 }
 
 TEST_F(TamperTest, EditedHashIsDetected) {
-  auto rep = VerifyCopy(Tampered(
-      "UPDATE events SET hash = '" + std::string(64, '0') + "' WHERE seq = 30"));
+  auto rep = VerifyCopy(
+      Tampered("UPDATE events SET hash = '" + std::string(64, '0') + "' WHERE seq = 30"));
   EXPECT_FALSE(rep.ok);
   EXPECT_EQ(rep.first_bad_seq, 30);
 }
@@ -136,17 +135,18 @@ TEST_F(TamperTest, DeletedEventIsDetected) {
 
 TEST_F(TamperTest, DeletedAndRenumberedEventIsDetected) {
   // Remove event 10 and close the gap, so the sequence looks whole.
-  auto rep = VerifyCopy(Tampered(
-      "DELETE FROM events WHERE seq = 10; UPDATE events SET seq = -seq WHERE seq > 10;"
-      "UPDATE events SET seq = -seq - 1 WHERE seq < 0;"));
+  auto rep = VerifyCopy(
+      Tampered("DELETE FROM events WHERE seq = 10; UPDATE events SET seq = -seq WHERE seq > 10;"
+               "UPDATE events SET seq = -seq - 1 WHERE seq < 0;"));
   EXPECT_FALSE(rep.ok);
   EXPECT_EQ(rep.first_bad_seq, 10);
 }
 
 TEST_F(TamperTest, ReorderedEventsAreDetected) {
-  auto rep = VerifyCopy(Tampered("UPDATE events SET seq = -5 WHERE seq = 5;"
-                                 "UPDATE events SET seq = 5 WHERE seq = 6;"
-                                 "UPDATE events SET seq = 6 WHERE seq = -5;"));
+  auto rep =
+      VerifyCopy(Tampered("UPDATE events SET seq = -5 WHERE seq = 5;"
+                          "UPDATE events SET seq = 5 WHERE seq = 6;"
+                          "UPDATE events SET seq = 6 WHERE seq = -5;"));
   EXPECT_FALSE(rep.ok);
   EXPECT_EQ(rep.first_bad_seq, 5);
 }

@@ -15,10 +15,10 @@ TEST(EscapeTest, TerminalOutputHasNoControlCharacters) {
   EXPECT_EQ(EscapeForTerminal("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
   EXPECT_EQ(EscapeForTerminal("a\nb\tc\rd"), "a\\nb\\tc\\rd");
   EXPECT_EQ(EscapeForTerminal("back\\slash"), "back\\\\slash");
-  EXPECT_EQ(EscapeForTerminal("caf\xc3\xa9"), "caf\xc3\xa9");       // printable UTF-8 kept
-  EXPECT_EQ(EscapeForTerminal("\xff\xfe"), "\\xff\\xfe");           // not UTF-8
-  EXPECT_EQ(EscapeForTerminal("\xc2\x9b"), "\\u{009b}");            // C1 CSI
-  EXPECT_EQ(EscapeForTerminal("\xe2\x80\xae"), "\\u{202e}");        // right-to-left override
+  EXPECT_EQ(EscapeForTerminal("caf\xc3\xa9"), "caf\xc3\xa9");  // printable UTF-8 kept
+  EXPECT_EQ(EscapeForTerminal("\xff\xfe"), "\\xff\\xfe");      // not UTF-8
+  EXPECT_EQ(EscapeForTerminal("\xc2\x9b"), "\\u{009b}");       // C1 CSI
+  EXPECT_EQ(EscapeForTerminal("\xe2\x80\xae"), "\\u{202e}");   // right-to-left override
   EXPECT_EQ(EscapeForTerminal(std::string("\0\x7f", 2)), "\\x00\\x7f");
   // No byte below 0x20 and no DEL survives, whatever the input.
   std::string all;
@@ -60,9 +60,9 @@ TEST(TimeTest, ParsesIsoForms) {
   EXPECT_EQ(*ParseTimeArg("2025-11-29T22:26", 0), 1'764'455'160 * s);
   EXPECT_EQ(*ParseTimeArg("2025-11-30T00:26:00+02:00", 0), 1'764'455'160 * s);
   EXPECT_EQ(*ParseTimeArg("2024-02-29", 0), *ParseTimeArg("2024-03-01", 0) - 86400 * s);
-  for (const char* bad : {"", "2025-13-01", "2025-02-30", "2023-02-29", "2025-1-1", "yesterday",
-                          "2025-11-29T25:00", "2025-11-29Tx", "2025-11-29T22:26:00+2", "7y",
-                          "d", "-7d", "99999999999999999999d"}) {
+  for (const char* bad :
+       {"", "2025-13-01", "2025-02-30", "2023-02-29", "2025-1-1", "yesterday", "2025-11-29T25:00",
+        "2025-11-29Tx", "2025-11-29T22:26:00+2", "7y", "d", "-7d", "99999999999999999999d"}) {
     auto r = ParseTimeArg(bad, 0);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << bad;
@@ -89,9 +89,9 @@ TEST(VerdictTest, OneListWithUniqueNamesThatRoundTrip) {
     EXPECT_FALSE(v.meaning.empty());
   }
   // design.md's list plus cpu-limit.
-  for (const char* n : {"ok", "nonzero-exit", "timeout", "memory-limit", "pids-limit",
-                        "output-limit", "validator-rejected", "refused", "setup-error",
-                        "interrupted", "cpu-limit"}) {
+  for (const char* n :
+       {"ok", "nonzero-exit", "timeout", "memory-limit", "pids-limit", "output-limit",
+        "validator-rejected", "refused", "setup-error", "interrupted", "cpu-limit"}) {
     EXPECT_TRUE(ParseVerdict(n).has_value()) << n;
   }
   EXPECT_EQ(names.size(), 11u);

@@ -18,9 +18,15 @@ safex::audit::EventRow RowFrom(FuzzedDataProvider& in) {
   safex::audit::EventRow row;
   for (auto& v : row.values) {
     switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-      case 0: v = std::monostate{}; break;
-      case 1: v = in.ConsumeIntegral<int64_t>(); break;
-      default: v = in.ConsumeRandomLengthString(64); break;
+      case 0:
+        v = std::monostate{};
+        break;
+      case 1:
+        v = in.ConsumeIntegral<int64_t>();
+        break;
+      default:
+        v = in.ConsumeRandomLengthString(64);
+        break;
     }
   }
   return row;
