@@ -74,7 +74,7 @@ TEST(CrashTest, SigkilledWriterLosesNoCommittedEvent) {
     std::string reported;
     if (trial % 2 == 1) {
       // Wait for the first commit, so the kill lands while the writer is busy appending.
-      reported = Drain(w.report.get(), 5000);
+      reported = Drain(w.report.get(), 30000);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 8000));
     ASSERT_EQ(kill(w.pid, SIGKILL), 0);
