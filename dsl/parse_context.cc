@@ -124,6 +124,17 @@ void ParseContext::EndStatement() {
   Siblings().push_back(std::move(s));
 }
 
+void ParseContext::FinishAfterAbort() {
+  while (!frames_.empty()) {
+    if (frames_.back().kind != Frame::Kind::kStatement || !frames_.back().stmt.has_block) {
+      frames_.pop_back();  // a half-read list, annotation or statement
+      continue;
+    }
+    EndStatement();
+  }
+  open_.clear();
+}
+
 Statement& ParseContext::CurrentStatement() { return frames_.back().stmt; }
 
 void ParseContext::EmitValue(Value v) {

@@ -77,6 +77,9 @@ class ParseContext {
 
   void BeginStatement(const char* p);
   void EndStatement();
+  // After FatalAbort: attaches the statements whose blocks were being read to the tree, so the
+  // best-effort tree keeps, say, the policy; drops the statement that was half read.
+  void FinishAfterAbort();
   Statement& CurrentStatement();  // REQUIRES: the innermost frame is a statement
 
   // Adds a finished value to the innermost frame: a list's items, an annotation's arguments, a

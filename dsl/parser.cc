@@ -307,6 +307,7 @@ ParseResult Parse(std::string path, std::string_view text, const ParseLimits& li
       (void)tao::pegtl::parse<grammar::file, grammar::action>(in, ctx);
     } catch (const internal::FatalAbort&) {
       // The diagnostic cap or the statement cap: what was collected is the result.
+      ctx.FinishAfterAbort();
     } catch (const internal::SyntaxAbort&) {
       // Only statements raise, and statement_r catches them; keep going defensively.
     } catch (const tao::pegtl::parse_error& e) {

@@ -372,6 +372,13 @@ TEST(RecoveryTest, DiagnosticCap) {
   ParseLimits limits;
   limits.max_diagnostics = 3;
   EXPECT_EQ(Parse("t", text, limits).diagnostics.size(), 3u);
+  // The statements being read when the parse stopped are kept in the tree.
+  r = Parse("t", "policy \"p\" {\n  limits {\n    a = 1\n    b = 1MB\n    c = 2MB\n    d = 3MB\n",
+            limits);
+  EXPECT_EQ(r.diagnostics.size(), 3u);
+  ASSERT_EQ(r.file.statements.size(), 1u);
+  ASSERT_EQ(r.file.statements[0].block.size(), 1u);
+  EXPECT_EQ(r.file.statements[0].block[0].block.size(), 1u);
 }
 
 TEST(RecoveryTest, StrayCloserInsideBlockClosesIt) {
