@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   drivers::net::CloseSharedNftContexts();
   uplink->Reset();
   (void)drivers::net::RemoveNetnsPin(cfg.uplink_netns);
+  for (int i = 0; i < 64; ++i) ::unlink((cfg.state_dir + "/slots/" + std::to_string(i)).c_str());
   ::rmdir((cfg.state_dir + "/slots").c_str());
   ::rmdir(cfg.state_dir.c_str());
   if (rc != 0) return rc;

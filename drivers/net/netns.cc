@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <system_error>
 #include <thread>
 
 namespace safex::drivers::net {
@@ -15,14 +16,18 @@ Status RunInNetns(int netns_fd, const std::function<Status()>& fn) {
   Status result;
   // A fresh thread per call: its namespace change dies with it, so a failure half-way can never
   // leave a caller's (or a pooled) thread in a run's namespace.
-  std::thread t([&] {
-    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) {
-      result = Status::Errno("setns", "CLONE_NEWNET", errno);
-      return;
-    }
-    result = fn();
-  });
-  t.join();
+  try {
+    std::thread t([&] {
+      if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0) {
+        result = Status::Errno("setns", "CLONE_NEWNET", errno);
+        return;
+      }
+      result = fn();
+    });
+    t.join();
+  } catch (const std::system_error& e) {  // thread creation failed; nothing throws out of here
+    return Status::ResourceExhausted(std::string("cannot start a helper thread: ") + e.what());
+  }
   return result;
 }
 

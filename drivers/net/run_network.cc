@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -250,14 +252,19 @@ struct RunNetwork::State {
       std::lock_guard<std::mutex> l(bg.mu);
       ++bg.pending;
     }
-    std::thread([o = std::move(own)]() mutable {
-      Status st = o.Remove();
+    auto finish = [](Status st) {
       Background& b = Bg();
       std::lock_guard<std::mutex> l(b.mu);
       if (!st.ok() && b.first_error.ok()) b.first_error = st;
       --b.pending;
       b.cv.notify_all();
-    }).detach();
+    };
+    auto work = std::make_shared<OwnedNetwork>(std::move(own));
+    try {
+      std::thread([work, finish] { finish(work->Remove()); }).detach();
+    } catch (const std::system_error&) {
+      finish(work->Remove());  // no thread to be had: remove synchronously instead
+    }
   }
 };
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/net/address_pool.h"
 #include "drivers/net/nft.h"
 #include "drivers/net/run_network.h"
 #include "tests/drivers/test_plans.h"
@@ -75,6 +76,8 @@ class GvisorNetworkTest : public safex::testing::LeakCheckedTest {
     servers_->Listen(world_->world_fd(), "tcp", "169.254.169.254", 80);
     servers_->Listen(world_->uplink_fd(), "tcp", "0.0.0.0", 7070);
     servers_->Start();
+    // The state directory exists before the first leak snapshot and goes in TearDownTestSuite.
+    (void)net::AddressPool::Open("198.18.129.0/24", StateDir(), 8192);
   }
   static void TearDownTestSuite() {
     net::CloseSharedNftContexts();
@@ -82,6 +85,7 @@ class GvisorNetworkTest : public safex::testing::LeakCheckedTest {
     servers_ = nullptr;
     delete world_;
     world_ = nullptr;
+    for (int i = 0; i < 64; ++i) ::unlink((StateDir() + "/slots/" + std::to_string(i)).c_str());
     ::rmdir(StateDir().append("/slots").c_str());
     ::rmdir(StateDir().c_str());
   }

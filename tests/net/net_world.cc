@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -229,15 +230,16 @@ std::string NftTables(const std::string& netns_name) {
   return RunCommand({"ip", "netns", "exec", netns_name, "nft", "list", "tables"}).out;
 }
 
-std::vector<std::string> NetnsEntries() {
+std::vector<std::string> NetnsEntries(const std::string& contains) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir("/run/netns")) {
     while (struct dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
+      if (n != "." && n != ".." && n.find(contains) != std::string::npos) out.push_back(n);
     }
     ::closedir(d);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -250,12 +252,14 @@ int OpenFdCount() {
   return n;
 }
 
-int MountCount() {
+std::vector<std::string> Mounts(const std::string& contains) {
   std::ifstream in("/proc/self/mountinfo");
-  int n = 0;
+  std::vector<std::string> out;
   std::string line;
-  while (std::getline(in, line)) ++n;
-  return n;
+  while (std::getline(in, line)) {
+    if (line.find(contains) != std::string::npos) out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace safex::testing::net

@@ -71,11 +71,12 @@ class World {
 };
 
 // Link names in a namespace (ip -o link), nft tables (nft list tables) there, entries of
-// /run/netns, and this process's open fds.
+// /run/netns and mounts (lines of /proc/self/mountinfo) whose text contains `contains`, and this
+// process's open fds. The filters keep other work on a shared machine out of the comparison.
 std::vector<std::string> LinkNames(const std::string& netns_name);
 std::string NftTables(const std::string& netns_name);
-std::vector<std::string> NetnsEntries();
+std::vector<std::string> NetnsEntries(const std::string& contains = "");
 int OpenFdCount();
-int MountCount();
+std::vector<std::string> Mounts(const std::string& contains);
 
 }  // namespace safex::testing::net

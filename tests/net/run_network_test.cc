@@ -253,14 +253,14 @@ TEST_F(RunNetworkTest, ConcurrentRunsCannotReachEachOther) {
 }
 
 TEST_F(RunNetworkTest, NeverReachableAddressesAreRefusedAndLeaveNothing) {
-  const auto netns_before = safex::testing::net::NetnsEntries();
+  const auto netns_before = safex::testing::net::NetnsEntries(RunId(""));
   for (const char* addr : {"169.254.169.254", "127.0.0.1", "224.0.0.1", "0.0.0.0"}) {
     auto net = RunNetwork::Create(Config(), RunId("never"), {Literal(addr, 80)});
     ASSERT_FALSE(net.ok()) << addr;
     EXPECT_EQ(net.status().code(), Status::Code::kPermissionDenied) << net.status().ToString();
     EXPECT_NE(net.status().message().find(addr), std::string::npos) << net.status().ToString();
   }
-  EXPECT_EQ(safex::testing::net::NetnsEntries(), netns_before);
+  EXPECT_EQ(safex::testing::net::NetnsEntries(RunId("")), netns_before);
 }
 
 TEST_F(RunNetworkTest, NamesReachTheSandboxThroughItsHostsFile) {
@@ -308,11 +308,11 @@ TEST_F(RunNetworkTest, ForwardingIsChangedOnlyInTheUplinkNamespace) {
 
 TEST_F(RunNetworkTest, HundredRunsLeaveNothingBehind) {
   CloseSharedNftContexts();
-  const auto netns_before = safex::testing::net::NetnsEntries();
+  const auto netns_before = safex::testing::net::NetnsEntries(RunId(""));
   const auto links_before = safex::testing::net::LinkNames(world_->uplink_name());
   const std::string tables_before = safex::testing::net::NftTables(world_->uplink_name());
   const int fds_before = safex::testing::net::OpenFdCount();
-  const int mounts_before = safex::testing::net::MountCount();
+  const auto mounts_before = safex::testing::net::Mounts(RunId(""));
   for (int i = 0; i < 100; ++i) {
     auto net =
         RunNetwork::Create(Config(), RunId("cycle" + std::to_string(i)), {Literal(kHost1, 8080)});
@@ -323,11 +323,11 @@ TEST_F(RunNetworkTest, HundredRunsLeaveNothingBehind) {
     ASSERT_TRUE(net->Teardown().ok()) << "cycle " << i;
   }
   CloseSharedNftContexts();
-  EXPECT_EQ(safex::testing::net::NetnsEntries(), netns_before);
+  EXPECT_EQ(safex::testing::net::NetnsEntries(RunId("")), netns_before);
   EXPECT_EQ(safex::testing::net::LinkNames(world_->uplink_name()), links_before);
   EXPECT_EQ(safex::testing::net::NftTables(world_->uplink_name()), tables_before);
   EXPECT_EQ(safex::testing::net::OpenFdCount(), fds_before);
-  EXPECT_EQ(safex::testing::net::MountCount(), mounts_before);
+  EXPECT_EQ(safex::testing::net::Mounts(RunId("")), mounts_before);
   auto pool = AddressPool::Open(Config().pool_cidr, Config().state_dir, Config().max_slots);
   ASSERT_TRUE(pool.ok());
   EXPECT_EQ(*pool->CountRecords(), 0);
@@ -335,7 +335,7 @@ TEST_F(RunNetworkTest, HundredRunsLeaveNothingBehind) {
 
 TEST_F(RunNetworkTest, BackgroundTeardownsLeaveNothingOnceWaitedFor) {
   CloseSharedNftContexts();
-  const auto netns_before = safex::testing::net::NetnsEntries();
+  const auto netns_before = safex::testing::net::NetnsEntries(RunId(""));
   const auto links_before = safex::testing::net::LinkNames(world_->uplink_name());
   const std::string tables_before = safex::testing::net::NftTables(world_->uplink_name());
   const int fds_before = safex::testing::net::OpenFdCount();
@@ -352,7 +352,7 @@ TEST_F(RunNetworkTest, BackgroundTeardownsLeaveNothingOnceWaitedFor) {
   }
   ASSERT_TRUE(WaitForBackgroundTeardowns().ok());
   CloseSharedNftContexts();
-  EXPECT_EQ(safex::testing::net::NetnsEntries(), netns_before);
+  EXPECT_EQ(safex::testing::net::NetnsEntries(RunId("")), netns_before);
   EXPECT_EQ(safex::testing::net::LinkNames(world_->uplink_name()), links_before);
   EXPECT_EQ(safex::testing::net::NftTables(world_->uplink_name()), tables_before);
   EXPECT_EQ(safex::testing::net::OpenFdCount(), fds_before);
