@@ -39,6 +39,8 @@ namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
+// The VMM runs as an unprivileged uid: what it opens by path (QEMU itself, the kernel, the
+// initramfs) must be reachable by anyone: world-readable (or -executable) along the whole path.
 Status CheckFile(const std::string& path, const char* what, bool executable) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
@@ -46,9 +48,19 @@ Status CheckFile(const std::string& path, const char* what, bool executable) {
                                " is missing (install: scripts/install-deps.sh, which runs "
                                "scripts/build-guest.sh)");
   }
-  if (access(path.c_str(), executable ? X_OK : R_OK) != 0) {
+  mode_t need = executable ? S_IXOTH : S_IROTH;
+  if ((st.st_mode & need) == 0) {
     return Status::Unavailable(std::string("microvm: ") + what + " " + path + " is not " +
-                               (executable ? "executable" : "readable"));
+                               (executable ? "executable" : "readable") +
+                               " by others (the VMM runs unprivileged)");
+  }
+  for (size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+       slash = path.rfind('/', slash - 1)) {
+    std::string dir = path.substr(0, slash);
+    if (stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      return Status::Unavailable(std::string("microvm: ") + what + " " + path +
+                                 " is in a directory others cannot enter: " + dir);
+    }
   }
   return Status::Ok();
 }

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <string>
@@ -15,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "drivers/microvm/microvm_driver.h"
+#include "drivers/microvm/kvm_probe.h"
+#include "drivers/microvm/rootfs_image.h"
 #include "tests/microvm/microvm_test_util.h"
 #include "tests/support/leak_check.h"
 
@@ -270,6 +274,196 @@ TEST_F(MicrovmRunTest, CpuTimeLimitIsEnforced) {
   EXPECT_EQ(r->limit, LimitHit::kCpuTime) << r->limit_detail;
   EXPECT_GE(r->cpu_ns, 1'500'000'000ull);
   EXPECT_LT(r->cpu_ns, 3'000'000'000ull);
+}
+
+
+std::string ReadAt(int dirfd, const std::string& name) {
+  int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "<missing>";
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST_F(MicrovmRunTest, InputStdinAndOutputsTravelBothWays) {
+  SAFEX_REQUIRE_MICROVM();
+  char tmpl[] = "/tmp/safex-microvm-input.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  input_dir_ = tmpl;
+  ASSERT_EQ(chmod(tmpl, 0755), 0);  // the guest user must be able to enter it, as with a bind
+  { std::ofstream(input_dir_ + "/in.txt") << "from the host\n"; }
+  plan::Plan p = BusyboxPlan();
+  plan::Mount in;
+  in.kind = plan::MountKind::kInput;
+  in.target = "/data/in";
+  p.mounts.push_back(in);
+  p.mounts.push_back(Tmpfs("/data/out", 4ull << 20, plan::MountKind::kOutput));
+  std::map<std::string, std::string> seen;
+  int calls = 0;
+  collector_ = [&](const plan::Mount& m, int dirfd) {
+    ++calls;
+    EXPECT_EQ(m.target, "/data/out");
+    seen["a.txt"] = ReadAt(dirfd, "a.txt");
+    seen["sub/b.txt"] = ReadAt(dirfd, "sub/b.txt");
+    struct stat st;
+    if (fstatat(dirfd, "link", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      char target[256] = {};
+      if (readlinkat(dirfd, "link", target, sizeof target - 1) < 0) target[0] = 0;
+      seen["link"] = target;
+    }
+    if (fstatat(dirfd, "fifo", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      seen["fifo"] = S_ISFIFO(st.st_mode) ? "fifo" : "other";
+    }
+    if (fstatat(dirfd, "big", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      seen["big"] = std::to_string(st.st_size);
+    }
+  };
+  auto r = RunPlan(p, Sh("cat /data/in/in.txt > /data/out/a.txt; mkdir /data/out/sub;"
+                         "cat > /data/out/sub/b.txt; ln -s /etc/shadow /data/out/link;"
+                         "mkfifo /data/out/fifo; head -c 3000000 /dev/zero > /data/out/big;"
+                         "touch /data/in/x 2>/dev/null && echo input-writable || echo input-ro"),
+                   TestOptions(), std::string("through stdin\n"));
+  RemoveTree(input_dir_).ok();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_stream.data << r->backend_error;
+  EXPECT_EQ(r->stdout_stream.data, "input-ro\n");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen["a.txt"], "from the host\n") << r->stderr_stream.data;
+  EXPECT_EQ(seen["sub/b.txt"], "through stdin\n");
+  EXPECT_EQ(seen["link"], "/etc/shadow");  // stored as text, never followed on the host
+  EXPECT_EQ(seen["fifo"], "fifo");
+  EXPECT_EQ(seen["big"], "3000000") << r->backend_error;
+}
+
+// A newc cpio archive with one file, /init, built in memory: an initramfs whose init never talks
+// to the host (busybox as init, with no inittab and no shell to start).
+std::string CpioWithInit(const std::string& init_bytes) {
+  auto entry = [](const std::string& name, const std::string& data, uint32_t mode) {
+    char h[111];
+    std::snprintf(h, sizeof h, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X", 1u,
+                  mode, 0u, 0u, 1u, 0u, static_cast<unsigned>(data.size()), 0u, 0u, 0u, 0u,
+                  static_cast<unsigned>(name.size() + 1), 0u);
+    std::string e(h, 110);
+    e += name;
+    e.push_back('\0');
+    while (e.size() % 4) e.push_back('\0');
+    e += data;
+    while (e.size() % 4) e.push_back('\0');
+    return e;
+  };
+  return entry("init", init_bytes, 0100755) + entry("TRAILER!!!", "", 0);
+}
+
+TEST_F(MicrovmRunTest, GuestThatHangsAtBootIsKilledAtTheDeadline) {
+  SAFEX_REQUIRE_MICROVM();
+  std::ifstream bb(Busybox(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(bb)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  char tmpl[] = "/tmp/safex-microvm-hang.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  ASSERT_EQ(chmod(tmpl, 0755), 0);  // the VMM runs unprivileged
+  { std::ofstream(dir + "/initramfs.cpio", std::ios::binary) << CpioWithInit(bytes); }
+  drivers::MicrovmOptions o = TestOptions();
+  o.initramfs_path = dir + "/initramfs.cpio";
+  o.boot_timeout = std::chrono::seconds(4);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = RunPlan(BusyboxPlan(), {"/bin/busybox", "true"}, o);
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  RemoveTree(dir).ok();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("did not boot within 4000 ms"), std::string::npos)
+      << r.status().message();
+  EXPECT_GE(elapsed, std::chrono::seconds(4));
+  EXPECT_LT(elapsed, std::chrono::seconds(20));
+}
+
+TEST_F(MicrovmRunTest, MissingKernelInitramfsOrQemuIsRefused) {
+  SAFEX_REQUIRE_MICROVM();
+  struct Case {
+    void (*mutate)(drivers::MicrovmOptions&);
+    const char* expect;
+  };
+  const Case cases[] = {
+      {[](drivers::MicrovmOptions& o) { o.kernel_path = "/nonexistent/vmlinuz"; }, "guest kernel"},
+      {[](drivers::MicrovmOptions& o) { o.initramfs_path = "/nonexistent/initramfs"; },
+       "guest initramfs"},
+      {[](drivers::MicrovmOptions& o) { o.qemu_path = "/nonexistent/qemu"; }, "QEMU"},
+  };
+  for (const Case& c : cases) {
+    drivers::MicrovmOptions o = TestOptions();
+    c.mutate(o);
+    MicrovmDriver d(o);
+    Status st = d.Probe();
+    EXPECT_EQ(st.code(), Status::Code::kUnavailable) << st.ToString();
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.message();
+    auto r = RunPlan(BusyboxPlan(), {"/bin/busybox", "true"}, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  }
+}
+
+TEST_F(MicrovmRunTest, KvmIsProbedWithADeadlineAndTheModeIsReported) {
+  SAFEX_REQUIRE_MICROVM();
+  drivers::MicrovmOptions o = TestOptions();
+  o.kvm = plan::KvmMode::kAuto;
+  o.kvm_probe_timeout = std::chrono::seconds(5);
+  MicrovmDriver d(o);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(d.Probe().ok());
+  // Cached per host boot after the first probe; never longer than the deadline (+ QEMU start).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  ASSERT_TRUE(d.kvm_usable().has_value());
+  bool kvm = *d.kvm_usable();
+  auto r = RunPlan(BusyboxPlan(), {"/bin/busybox", "true"}, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->backend_mode, kvm ? "microvm/kvm/network=none" : "microvm/tcg/network=none")
+      << d.kvm_detail();
+  if (kvm) GTEST_SKIP() << "KVM works here; the refusal cases below need a host without it";
+
+  // Without usable KVM, a requirement (the operator's or the plan's) is a refusal. (On the build
+  // machine /dev/kvm is root-only, so the unprivileged VMM is refused at once; see the next test
+  // for the hang.)
+  EXPECT_FALSE(d.kvm_detail().empty());
+  drivers::MicrovmOptions req = o;
+  req.kvm = plan::KvmMode::kRequire;
+  MicrovmDriver strict(req);
+  Status st = strict.Probe();
+  EXPECT_EQ(st.code(), Status::Code::kUnavailable);
+  EXPECT_NE(st.message().find("KVM is required by the operator"), std::string::npos)
+      << st.message();
+  plan::Plan p = BusyboxPlan();
+  p.microvm.kvm = plan::KvmMode::kRequire;
+  auto refused = RunPlan(p, {"/bin/busybox", "true"}, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("KVM is required by the plan"), std::string::npos)
+      << refused.status().message();
+}
+
+
+// The probe itself against a KVM that answers but whose guests hang (nested virtualisation on the
+// build machine): run as root so that /dev/kvm opens, and check the deadline ends it.
+TEST_F(MicrovmRunTest, KvmProbeKillsAHangingKvmGuestAtItsDeadline) {
+  SAFEX_REQUIRE_MICROVM();
+  if (access("/dev/kvm", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/kvm";
+  LaunchSpec base;
+  base.vm.qemu_path = QemuPath();
+  base.vm.kernel_path = GuestKernel();
+  base.vm.initramfs_path = TestInitramfs();
+  base.uid = 0;
+  base.gid = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  KvmProbeResult kp = ProbeKvm(base, std::chrono::seconds(3), "");
+  auto elapsed = std::chrono::steady_clock::now() - t0;
+  if (kp.usable) GTEST_SKIP() << "KVM works on this host: " << kp.detail;
+  EXPECT_NE(kp.detail.find("did not boot within 3000 ms"), std::string::npos) << kp.detail;
+  EXPECT_GE(elapsed, std::chrono::seconds(3));
+  EXPECT_LT(elapsed, std::chrono::seconds(10));
 }
 
 }  // namespace
