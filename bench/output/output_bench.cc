@@ -37,9 +37,9 @@ const std::vector<std::string>& TenPatterns() {
 std::string RealisticOutput(size_t bytes) {
   std::mt19937_64 rng(42);
   static const char* kLevels[] = {"INFO", "DEBUG", "WARN", "ERROR"};
-  static const char* kWords[] = {"processed", "request", "cache", "miss", "retrying", "connected",
-                                 "worker", "batch", "completed", "café", "naïve", "東京",
-                                 "résumé", "€", "items", "latency"};
+  static const char* kWords[] = {
+      "processed", "request", "cache", "miss", "retrying", "connected", "worker", "batch",
+      "completed", "café",    "naïve", "東京", "résumé",   "€",         "items",  "latency"};
   std::string out;
   out.reserve(bytes + 512);
   char buf[512];
@@ -49,15 +49,16 @@ std::string RealisticOutput(size_t bytes) {
       snprintf(buf, sizeof buf,
                "{\"ts\":%llu,\"event\":\"%s\",\"id\":\"%016llx\",\"values\":[%llu,%llu,%llu],"
                "\"ok\":%s}\n",
-               static_cast<unsigned long long>(1700000000000ULL + r % 100000000),
-               kWords[r % 16], static_cast<unsigned long long>(rng()),
-               static_cast<unsigned long long>(r % 1000), static_cast<unsigned long long>(r % 77),
-               static_cast<unsigned long long>(r % 13), (r & 1) ? "true" : "false");
+               static_cast<unsigned long long>(1700000000000ULL + r % 100000000), kWords[r % 16],
+               static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(r % 1000),
+               static_cast<unsigned long long>(r % 77), static_cast<unsigned long long>(r % 13),
+               (r & 1) ? "true" : "false");
     } else {
       snprintf(buf, sizeof buf,
                "2024-05-01T12:%02llu:%02llu.%03lluZ %s worker-%llu %s %s id=%llx "
                "path=/api/v1/items/%llu status=%d duration_ms=%llu.%llu\n",
-               static_cast<unsigned long long>(r % 60), static_cast<unsigned long long>(r / 60 % 60),
+               static_cast<unsigned long long>(r % 60),
+               static_cast<unsigned long long>(r / 60 % 60),
                static_cast<unsigned long long>(r % 1000), kLevels[r % 4],
                static_cast<unsigned long long>(r % 8), kWords[(r >> 8) % 16],
                kWords[(r >> 16) % 16], static_cast<unsigned long long>(rng()),

@@ -27,8 +27,8 @@ namespace {
 std::atomic<bool> g_openat2_missing{false};
 
 bool IsSingleComponent(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 // Opens one path component below `dirfd`, never following a symlink. Returns an fd, or -errno.
@@ -40,8 +40,7 @@ int OpenComponent(int dirfd, const std::string& name, int flags, bool force_fall
     struct open_how how;
     std::memset(&how, 0, sizeof how);
     how.flags = static_cast<uint64_t>(flags);
-    how.resolve =
-        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
     for (int attempt = 0; attempt < 16; ++attempt) {
       // Security: RESOLVE_BENEATH keeps resolution below dirfd; NO_SYMLINKS and NO_MAGICLINKS
       // refuse every symlink on the way (ELOOP); NO_XDEV refuses crossing into another mount.
@@ -187,8 +186,7 @@ void Walker::Run(int mount_dirfd) {
       continue;
     }
     auto dir = std::make_shared<UniqueFd>(fd);
-    if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != p.dev ||
-        st.st_ino != p.ino) {
+    if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != p.dev || st.st_ino != p.ino) {
       Refuse(p.rel, RefusalReason::kChanged, "directory was replaced between listing and opening");
       continue;
     }
@@ -250,8 +248,7 @@ void Walker::ProcessDir(const std::shared_ptr<UniqueFd>& dir, const std::string&
 }
 
 void Walker::HandleEntry(const std::shared_ptr<UniqueFd>& dir, const std::string& name,
-                         const std::string& rel, uint32_t depth,
-                         std::vector<PendingDir>* subdirs) {
+                         const std::string& rel, uint32_t depth, std::vector<PendingDir>* subdirs) {
   const std::string sandbox = SandboxPath(rel);
   std::vector<size_t> matched = validators_.FileValidatorsFor(sandbox);
   const bool beneath = validators_.FileValidatorsCouldMatchBeneath(sandbox);
@@ -285,15 +282,25 @@ void Walker::HandleEntry(const std::shared_ptr<UniqueFd>& dir, const std::string
     return;
   }
   switch (st.st_mode & S_IFMT) {
-    case S_IFREG: CollectRegular(dir->get(), name, rel, st, std::move(matched)); return;
+    case S_IFREG:
+      CollectRegular(dir->get(), name, rel, st, std::move(matched));
+      return;
     case S_IFLNK:
       Refuse(rel, RefusalReason::kSymlink, "is a symlink (never followed)", matched);
       return;
-    case S_IFIFO: Refuse(rel, RefusalReason::kFifo, "is a FIFO", matched); return;
+    case S_IFIFO:
+      Refuse(rel, RefusalReason::kFifo, "is a FIFO", matched);
+      return;
     case S_IFCHR:
-    case S_IFBLK: Refuse(rel, RefusalReason::kDevice, "is a device node", matched); return;
-    case S_IFSOCK: Refuse(rel, RefusalReason::kSocket, "is a socket", matched); return;
-    default: Refuse(rel, RefusalReason::kNotRegular, "is not a regular file", matched); return;
+    case S_IFBLK:
+      Refuse(rel, RefusalReason::kDevice, "is a device node", matched);
+      return;
+    case S_IFSOCK:
+      Refuse(rel, RefusalReason::kSocket, "is a socket", matched);
+      return;
+    default:
+      Refuse(rel, RefusalReason::kNotRegular, "is not a regular file", matched);
+      return;
   }
 }
 
@@ -301,8 +308,7 @@ void Walker::CollectRegular(int dirfd, const std::string& name, const std::strin
                             const struct stat& listed, std::vector<size_t> matched) {
   if (++budget_->files > caps_.max_files) {
     Refuse(rel, RefusalReason::kTooMany,
-           "more than outputs.max_files = " + std::to_string(caps_.max_files) + " files",
-           matched);
+           "more than outputs.max_files = " + std::to_string(caps_.max_files) + " files", matched);
     return;
   }
   if (options_.before_open) options_.before_open(rel);
@@ -327,8 +333,7 @@ void Walker::CollectRegular(int dirfd, const std::string& name, const std::strin
   }
   if (st.st_nlink != 1) {
     Refuse(rel, RefusalReason::kHardlink,
-           "has " + std::to_string(st.st_nlink) + " hard links (only single-link files)",
-           matched);
+           "has " + std::to_string(st.st_nlink) + " hard links (only single-link files)", matched);
     return;
   }
   // Sizes before reading: the validators' caps, in chain order, decide how much to read.
@@ -341,8 +346,8 @@ void Walker::CollectRegular(int dirfd, const std::string& name, const std::strin
       want = v.max_bytes;
     } else if (k == 0) {
       Refuse(rel, RefusalReason::kTooBig,
-             "is " + std::to_string(size) + " bytes, more than max = " +
-                 std::to_string(v.max_bytes) + " (not read)",
+             "is " + std::to_string(size) +
+                 " bytes, more than max = " + std::to_string(v.max_bytes) + " (not read)",
              matched);
       return;
     } else {
@@ -395,20 +400,34 @@ void Walker::CollectRegular(int dirfd, const std::string& name, const std::strin
 
 const char* RefusalReasonName(RefusalReason r) {
   switch (r) {
-    case RefusalReason::kSymlink: return "symlink";
-    case RefusalReason::kFifo: return "fifo";
-    case RefusalReason::kDevice: return "device";
-    case RefusalReason::kSocket: return "socket";
-    case RefusalReason::kNotRegular: return "not-regular";
-    case RefusalReason::kHardlink: return "hardlink";
-    case RefusalReason::kTooBig: return "too-big";
-    case RefusalReason::kTooMany: return "too-many";
-    case RefusalReason::kTotalTooBig: return "total-too-big";
-    case RefusalReason::kChanged: return "changed";
-    case RefusalReason::kOtherFilesystem: return "other-filesystem";
-    case RefusalReason::kWalkLimit: return "walk-limit";
-    case RefusalReason::kOpenFailed: return "open-failed";
-    case RefusalReason::kReadFailed: return "read-failed";
+    case RefusalReason::kSymlink:
+      return "symlink";
+    case RefusalReason::kFifo:
+      return "fifo";
+    case RefusalReason::kDevice:
+      return "device";
+    case RefusalReason::kSocket:
+      return "socket";
+    case RefusalReason::kNotRegular:
+      return "not-regular";
+    case RefusalReason::kHardlink:
+      return "hardlink";
+    case RefusalReason::kTooBig:
+      return "too-big";
+    case RefusalReason::kTooMany:
+      return "too-many";
+    case RefusalReason::kTotalTooBig:
+      return "total-too-big";
+    case RefusalReason::kChanged:
+      return "changed";
+    case RefusalReason::kOtherFilesystem:
+      return "other-filesystem";
+    case RefusalReason::kWalkLimit:
+      return "walk-limit";
+    case RefusalReason::kOpenFailed:
+      return "open-failed";
+    case RefusalReason::kReadFailed:
+      return "read-failed";
   }
   return "?";
 }
@@ -441,8 +460,8 @@ Status WriteFileBeneath(int dest_dirfd, std::string_view relative_path, std::str
     if (mkdirat(cur.get(), name.c_str(), options.dir_mode) != 0 && errno != EEXIST) {
       return Status::Errno("mkdirat", shown, errno);
     }
-    const int fd = OpenComponent(cur.get(), name, O_RDONLY | O_DIRECTORY, options.force_fallback,
-                                 &fallback);
+    const int fd =
+        OpenComponent(cur.get(), name, O_RDONLY | O_DIRECTORY, options.force_fallback, &fallback);
     if (fd < 0) {
       if (-fd == ELOOP || -fd == ENOTDIR) {
         return Status::PermissionDenied("destination component of \"" + shown +
@@ -458,7 +477,8 @@ Status WriteFileBeneath(int dest_dirfd, std::string_view relative_path, std::str
                       options.file_mode));
   if (!out) {
     if (errno == EEXIST) {
-      return Status::FailedPrecondition("\"" + shown + "\" already exists in the destination; "
+      return Status::FailedPrecondition("\"" + shown +
+                                        "\" already exists in the destination; "
                                         "not overwritten");
     }
     return Status::Errno("openat", shown, errno);

@@ -60,13 +60,13 @@ const char* RefusalReasonName(RefusalReason r);
 struct Refusal {
   std::string path;  // inside the sandbox (escaped)
   RefusalReason reason = RefusalReason::kOpenFailed;
-  std::string detail;  // escaped
+  std::string detail;              // escaped
   std::vector<size_t> validators;  // the file validators that named it (may be empty)
 };
 
 struct CollectedFile {
-  std::string sandbox_path;   // raw bytes of the name: escape before logging
-  std::string relative_path;  // relative to the mount root (raw)
+  std::string sandbox_path;        // raw bytes of the name: escape before logging
+  std::string relative_path;       // relative to the mount root (raw)
   std::vector<size_t> validators;  // the file validators that match it, in plan order
   uint64_t size = 0;               // st_size when collected
   bool truncated = false;          // only a prefix was read (overflow = truncate)

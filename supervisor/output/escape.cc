@@ -43,10 +43,18 @@ void AppendEscaped(std::string* out, std::string_view bytes, const EscapeOptions
       }
     } else if (b < 0x80) {
       switch (b) {
-        case '\n': piece = options.keep_newlines ? "\n" : "\\n"; break;
-        case '\t': piece = "\\t"; break;
-        case '\r': piece = "\\r"; break;
-        default: AppendHexByte(&piece, b); break;
+        case '\n':
+          piece = options.keep_newlines ? "\n" : "\\n";
+          break;
+        case '\t':
+          piece = "\\t";
+          break;
+        case '\r':
+          piece = "\\r";
+          break;
+        default:
+          AppendHexByte(&piece, b);
+          break;
       }
     } else {
       const Utf8Char c = DecodeUtf8(p, end);

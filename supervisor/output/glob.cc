@@ -88,14 +88,17 @@ bool PathGlob::MatchComponent(const Component& comp, std::string_view name) {
   size_t star_ni = 0;
   auto one = [&](const Token& t, unsigned char c) {
     switch (t.kind) {
-      case Token::kChar: return t.c == c;
-      case Token::kAny: return true;
+      case Token::kChar:
+        return t.c == c;
+      case Token::kAny:
+        return true;
       case Token::kClass: {
         bool in = false;
         for (const auto& [lo, hi] : t.ranges) in = in || (c >= lo && c <= hi);
         return in != t.negated;
       }
-      case Token::kStar: return false;
+      case Token::kStar:
+        return false;
     }
     return false;
   };

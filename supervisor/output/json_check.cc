@@ -17,13 +17,20 @@ enum class Type : uint8_t { kObject, kArray, kString, kNumber, kInteger, kBoolea
 
 const char* TypeName(Type t) {
   switch (t) {
-    case Type::kObject: return "object";
-    case Type::kArray: return "array";
-    case Type::kString: return "string";
-    case Type::kNumber: return "number";
-    case Type::kInteger: return "integer";
-    case Type::kBoolean: return "boolean";
-    case Type::kNull: return "null";
+    case Type::kObject:
+      return "object";
+    case Type::kArray:
+      return "array";
+    case Type::kString:
+      return "string";
+    case Type::kNumber:
+      return "number";
+    case Type::kInteger:
+      return "integer";
+    case Type::kBoolean:
+      return "boolean";
+    case Type::kNull:
+      return "null";
   }
   return "?";
 }
@@ -71,7 +78,8 @@ constexpr uint64_t kHighs = 0x8080808080808080ULL;
 
 inline bool HasZeroByte(uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; }
 
-// True when the 8 bytes are printable ASCII other than '"' and '\\': nothing to look at in a string.
+// True when the 8 bytes are printable ASCII other than '"' and '\\': nothing to look at in a
+// string.
 inline bool PlainStringBytes(uint64_t x) {
   if (x & kHighs) return false;
   if (((x - kOnes * 0x20) & ~x & kHighs) != 0) return false;  // a byte below 0x20
@@ -165,9 +173,7 @@ class Checker {
   bool ParseHex4(uint64_t at, uint32_t* value);
   bool ParseNumber(bool* is_integer);
   bool ParseLiteral(const char* literal);
-  void ValueComplete(State* state) {
-    *state = stack_.empty() ? State::kDone : State::kAfterValue;
-  }
+  void ValueComplete(State* state) { *state = stack_.empty() ? State::kDone : State::kAfterValue; }
   void NoteTopLevelMember(Type type, uint64_t offset) {
     if (stack_.size() == 1 && stack_[0].is_object && stack_[0].has_key) {
       const std::string key(stack_[0].key);
@@ -259,14 +265,30 @@ bool Checker::ParseString(std::string_view* key) {
     pos_ += 2;
     char simple = 0;
     switch (e) {
-      case '"': simple = '"'; break;
-      case '\\': simple = '\\'; break;
-      case '/': simple = '/'; break;
-      case 'b': simple = '\b'; break;
-      case 'f': simple = '\f'; break;
-      case 'n': simple = '\n'; break;
-      case 'r': simple = '\r'; break;
-      case 't': simple = '\t'; break;
+      case '"':
+        simple = '"';
+        break;
+      case '\\':
+        simple = '\\';
+        break;
+      case '/':
+        simple = '/';
+        break;
+      case 'b':
+        simple = '\b';
+        break;
+      case 'f':
+        simple = '\f';
+        break;
+      case 'n':
+        simple = '\n';
+        break;
+      case 'r':
+        simple = '\r';
+        break;
+      case 't':
+        simple = '\t';
+        break;
       case 'u': {
         uint32_t cp = 0;
         if (!ParseHex4(pos_, &cp)) return false;
@@ -349,15 +371,21 @@ bool Checker::ParseValue(State* state) {
     case '[': {
       type = c == '{' ? Type::kObject : Type::kArray;
       if (stack_.size() >= options_.max_depth) {
-        return Fail(start, "nesting deeper than json_max_depth = " +
-                               std::to_string(options_.max_depth));
+        return Fail(start,
+                    "nesting deeper than json_max_depth = " + std::to_string(options_.max_depth));
       }
       break;
     }
-    case '"': type = Type::kString; break;
+    case '"':
+      type = Type::kString;
+      break;
     case 't':
-    case 'f': type = Type::kBoolean; break;
-    case 'n': type = Type::kNull; break;
+    case 'f':
+      type = Type::kBoolean;
+      break;
+    case 'n':
+      type = Type::kNull;
+      break;
     default:
       if (c == '-' || (c >= '0' && c <= '9')) {
         type = Type::kNumber;
@@ -420,8 +448,8 @@ bool Checker::CheckRequired() {
       return false;
     }
     if (!TypeSatisfies(it->second.type, type)) {
-      Fail(it->second.offset, std::string("has type ") + TypeName(it->second.type) +
-                                  ", required " + EscapeForLog(type, {.max_output = 32}));
+      Fail(it->second.offset, std::string("has type ") + TypeName(it->second.type) + ", required " +
+                                  EscapeForLog(type, {.max_output = 32}));
       result_.path = "$";
       AppendComponent(&result_.path, f);
       return false;

@@ -4,7 +4,8 @@
 //
 // Usage:
 //   OutputFiles files(validator_set, plan.outputs);
-//   request.collect_output = [&files](const plan::Mount& m, int dirfd) { files.Collect(m, dirfd); };
+//   request.collect_output = [&files](const plan::Mount& m, int dirfd) { files.Collect(m, dirfd);
+//   };
 //   ... driver->Run(plan, request) ...
 //   if (files.rejected()) -> verdict validator-rejected, files.rejection()->Summary()
 //   else files.WriteAccepted(dest_dirfd)

@@ -6,14 +6,12 @@ namespace safex::output {
 
 nlohmann::json FindingToJson(const Finding& f) {
   nlohmann::json j = {
-      {"subject", f.subject},
-      {"validator", f.validator},
-      {"check", f.check},
-      {"outcome", CheckOutcomeName(f.outcome)},
+      {"subject", f.subject}, {"validator", f.validator},
+      {"check", f.check},     {"outcome", CheckOutcomeName(f.outcome)},
       {"detail", f.detail},
   };
-  j["validator_index"] =
-      f.validator_index == kOutputsBlock ? nlohmann::json(nullptr) : nlohmann::json(f.validator_index);
+  j["validator_index"] = f.validator_index == kOutputsBlock ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(f.validator_index);
   if (f.offset) j["offset"] = *f.offset;
   if (f.line) j["line"] = *f.line;
   if (!f.json_path.empty()) j["json_path"] = f.json_path;
@@ -52,12 +50,11 @@ nlohmann::json OutputFilesToJson(const OutputFiles& files) {
         {{"path", r.path}, {"reason", RefusalReasonName(r.reason)}, {"detail", r.detail}});
   }
   nlohmann::json absent = nlohmann::json::array();
-  for (const std::string& a : files.absent()) absent.push_back(EscapeForLog(a, {.max_output = 300}));
+  for (const std::string& a : files.absent())
+    absent.push_back(EscapeForLog(a, {.max_output = 300}));
   return {
-      {"rejected", files.rejected()},
-      {"files", std::move(list)},
-      {"refusals", std::move(refusals)},
-      {"absent", std::move(absent)},
+      {"rejected", files.rejected()},           {"files", std::move(list)},
+      {"refusals", std::move(refusals)},        {"absent", std::move(absent)},
       {"fallback_walk", files.used_fallback()},
   };
 }

@@ -51,9 +51,8 @@ struct Span {
 void FindAll(const RE2& re, std::string_view text, size_t rule, std::vector<Span>* out) {
   size_t pos = 0;
   re2::StringPiece m;
-  while (pos <= text.size() &&
-         re.Match(re2::StringPiece(text.data(), text.size()), pos, text.size(), RE2::UNANCHORED,
-                  &m, 1)) {
+  while (pos <= text.size() && re.Match(re2::StringPiece(text.data(), text.size()), pos,
+                                        text.size(), RE2::UNANCHORED, &m, 1)) {
     const size_t b = static_cast<size_t>(m.data() - text.data());
     const size_t e = b + m.size();
     if (e == b) {  // e.g. \b: nothing to redact; step past it
@@ -143,10 +142,10 @@ bool Chain::ApplyMax(const CompiledValidator& cv) {
   }
   if (text_.size() > v.max_bytes) text_ = text_.substr(0, v.max_bytes);
   truncated_ = true;
-  AddAt(cv, "max", CheckOutcome::kTransformed,
-        "truncated to " + std::to_string(v.max_bytes) + " of " + std::to_string(produced_) +
-            " bytes",
-        v.max_bytes, LineAt(text_, v.max_bytes));
+  AddAt(
+      cv, "max", CheckOutcome::kTransformed,
+      "truncated to " + std::to_string(v.max_bytes) + " of " + std::to_string(produced_) + " bytes",
+      v.max_bytes, LineAt(text_, v.max_bytes));
   return true;
 }
 
@@ -161,8 +160,9 @@ bool Chain::ApplyScan(const CompiledValidator& cv) {
   so.input_truncated = truncated_;
   ScanResult r = ScanText(text_, so);
   if (r.utf8_error) {
-    AddAt(cv, "utf8", CheckOutcome::kRejected, r.utf8_error->what + " at " +
-          At(r.utf8_error->offset, r.utf8_error->line), r.utf8_error->offset, r.utf8_error->line);
+    AddAt(cv, "utf8", CheckOutcome::kRejected,
+          r.utf8_error->what + " at " + At(r.utf8_error->offset, r.utf8_error->line),
+          r.utf8_error->offset, r.utf8_error->line);
     return false;
   }
   if (r.control_error) {
@@ -298,17 +298,17 @@ bool Chain::ApplyRegex(const CompiledValidator& cv) {
                           s.end <= std::prev(it)->second;
       if (!inside) {
         const uint64_t line = LineAt(text_, s.begin);
-        AddAt(cv, "redact", CheckOutcome::kRejected,
-              "a match of " + Pattern(rules[h]) + " remains after redaction at " +
-                  At(s.begin, line),
-              s.begin, line);
+        AddAt(
+            cv, "redact", CheckOutcome::kRejected,
+            "a match of " + Pattern(rules[h]) + " remains after redaction at " + At(s.begin, line),
+            s.begin, line);
         return false;
       }
     }
   }
   AddAt(cv, "redact", CheckOutcome::kTransformed,
-        "redacted " + std::to_string(count) + " matches; first at " + At(first, first_line),
-        first, first_line);
+        "redacted " + std::to_string(count) + " matches; first at " + At(first, first_line), first,
+        first_line);
   return true;
 }
 
@@ -336,9 +336,12 @@ bool Chain::Apply(const CompiledValidator& cv) {
 
 const char* CheckOutcomeName(CheckOutcome o) {
   switch (o) {
-    case CheckOutcome::kPass: return "pass";
-    case CheckOutcome::kTransformed: return "transformed";
-    case CheckOutcome::kRejected: return "rejected";
+    case CheckOutcome::kPass:
+      return "pass";
+    case CheckOutcome::kTransformed:
+      return "transformed";
+    case CheckOutcome::kRejected:
+      return "rejected";
   }
   return "?";
 }
@@ -446,9 +449,8 @@ Result<ValidatorSet> ValidatorSet::Compile(const std::vector<plan::Validator>& v
       cv.json.required = v.json->required;
       for (const auto& [key, type] : v.json->required) {
         if (!IsKnownJsonType(type)) {
-          return Status::InvalidArgument(where + ": unknown JSON type \"" +
-                                         EscapeForLog(type) + "\" for key \"" +
-                                         EscapeForLog(key) + "\"");
+          return Status::InvalidArgument(where + ": unknown JSON type \"" + EscapeForLog(type) +
+                                         "\" for key \"" + EscapeForLog(key) + "\"");
         }
       }
     }
@@ -491,12 +493,11 @@ ValidationReport ValidatorSet::ValidateStream(plan::ValidatorTarget target,
 }
 
 ValidationReport ValidatorSet::ValidateStreamOwned(plan::ValidatorTarget target,
-                                                   std::string&& captured,
-                                              uint64_t total_bytes,
-                                              bool capture_truncated) const {
+                                                   std::string&& captured, uint64_t total_bytes,
+                                                   bool capture_truncated) const {
   std::string owned = std::move(captured);
-  return impl_->Run(plan::ValidatorTargetName(target), impl_->StreamIndices(target), owned,
-                    &owned, total_bytes, capture_truncated);
+  return impl_->Run(plan::ValidatorTargetName(target), impl_->StreamIndices(target), owned, &owned,
+                    total_bytes, capture_truncated);
 }
 
 ValidationReport ValidatorSet::ValidateFile(std::string_view sandbox_path,

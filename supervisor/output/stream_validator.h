@@ -70,11 +70,11 @@ struct ValidationReport {
   bool rejected = false;
   std::vector<Finding> findings;  // every check that ran, in order; the last one rejected if any
 
-  std::string delivered;  // what the caller receives; empty when rejected
+  std::string delivered;        // what the caller receives; empty when rejected
   uint64_t total_bytes = 0;     // produced by the program (may exceed what was captured)
   uint64_t captured_bytes = 0;  // handed to the validators
   uint64_t delivered_bytes = 0;
-  bool truncated = false;  // delivered lacks part of what the program produced
+  bool truncated = false;        // delivered lacks part of what the program produced
   std::string raw_sha256;        // SHA-256 (hex) of the captured bytes
   std::string delivered_sha256;  // SHA-256 (hex) of delivered; "" when rejected
 
@@ -109,13 +109,12 @@ class ValidatorSet {
   // The same, taking ownership of the captured bytes: when the delivered text is the captured
   // text or a prefix of it (nothing stripped or redacted), it is moved, not copied.
   ValidationReport ValidateStreamOwned(plan::ValidatorTarget target, std::string&& captured,
-                                  uint64_t total_bytes, bool capture_truncated) const;
+                                       uint64_t total_bytes, bool capture_truncated) const;
 
   // Validates a collected file with the validators at `indices` (see FileValidatorsFor).
   // `sandbox_path` names it in findings.
   ValidationReport ValidateFile(std::string_view sandbox_path, const std::vector<size_t>& indices,
-                                std::string_view bytes, uint64_t total_bytes,
-                                bool truncated) const;
+                                std::string_view bytes, uint64_t total_bytes, bool truncated) const;
 
   // Indices (in plan order) of the file validators whose path or glob matches `sandbox_path`
   // (an absolute path inside the sandbox). Glob rules: see glob.h.

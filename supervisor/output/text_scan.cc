@@ -13,9 +13,9 @@ constexpr uint64_t kHighs = 0x8080808080808080ULL;
 
 // True when all 8 bytes are printable ASCII (0x20..0x7E): nothing to look at.
 inline bool PrintableAscii8(uint64_t x) {
-  if (x & kHighs) return false;                         // a byte >= 0x80
-  if ((x - kOnes * 0x20) & ~x & kHighs) return false;   // a byte < 0x20
-  return ((x + kOnes) & kHighs) == 0;                   // 0x7F + 1 sets the high bit, no carries
+  if (x & kHighs) return false;                        // a byte >= 0x80
+  if ((x - kOnes * 0x20) & ~x & kHighs) return false;  // a byte < 0x20
+  return ((x + kOnes) & kHighs) == 0;                  // 0x7F + 1 sets the high bit, no carries
 }
 
 // After CSI's introducer: parameters 0x30..0x3F, intermediates 0x20..0x2F, one final 0x40..0x7E.
@@ -42,13 +42,23 @@ uint64_t ControlStringEnd(const unsigned char* b, uint64_t n, uint64_t j) {
 // The end of a sequence started by C1 control `c1` (0x80..0x9F) whose encoding ends at j.
 uint64_t C1End(const unsigned char* b, uint64_t n, uint32_t c1, uint64_t j, const char** kind) {
   switch (c1) {
-    case 0x9B: *kind = "C1 CSI sequence"; return CsiEnd(b, n, j);
-    case 0x9D: *kind = "C1 OSC string"; return ControlStringEnd(b, n, j);
-    case 0x90: *kind = "C1 DCS string"; return ControlStringEnd(b, n, j);
+    case 0x9B:
+      *kind = "C1 CSI sequence";
+      return CsiEnd(b, n, j);
+    case 0x9D:
+      *kind = "C1 OSC string";
+      return ControlStringEnd(b, n, j);
+    case 0x90:
+      *kind = "C1 DCS string";
+      return ControlStringEnd(b, n, j);
     case 0x98:
     case 0x9E:
-    case 0x9F: *kind = "C1 control string"; return ControlStringEnd(b, n, j);
-    default: *kind = "C1 control"; return j;
+    case 0x9F:
+      *kind = "C1 control string";
+      return ControlStringEnd(b, n, j);
+    default:
+      *kind = "C1 control";
+      return j;
   }
 }
 
@@ -59,13 +69,22 @@ uint64_t EscapeEnd(const unsigned char* b, uint64_t n, uint64_t i, const char** 
   if (j >= n) return j;
   const unsigned char c = b[j];
   switch (c) {
-    case '[': *kind = "escape sequence (CSI)"; return CsiEnd(b, n, j + 1);
-    case ']': *kind = "escape sequence (OSC)"; return ControlStringEnd(b, n, j + 1);
-    case 'P': *kind = "escape sequence (DCS)"; return ControlStringEnd(b, n, j + 1);
+    case '[':
+      *kind = "escape sequence (CSI)";
+      return CsiEnd(b, n, j + 1);
+    case ']':
+      *kind = "escape sequence (OSC)";
+      return ControlStringEnd(b, n, j + 1);
+    case 'P':
+      *kind = "escape sequence (DCS)";
+      return ControlStringEnd(b, n, j + 1);
     case 'X':
     case '^':
-    case '_': *kind = "escape sequence (control string)"; return ControlStringEnd(b, n, j + 1);
-    default: break;
+    case '_':
+      *kind = "escape sequence (control string)";
+      return ControlStringEnd(b, n, j + 1);
+    default:
+      break;
   }
   if (c >= 0x20 && c <= 0x2F) {
     while (j < n && b[j] >= 0x20 && b[j] <= 0x2F) ++j;
@@ -168,9 +187,9 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
       continue;
     }
     if (c < 0x80) {  // other C0 controls, DEL
-      if (c == '\r' && (o.carriage_return == CarriageReturn::kAllow ||
-                        (o.carriage_return == CarriageReturn::kCrlfOnly && i + 1 < n &&
-                         b[i + 1] == '\n'))) {
+      if (c == '\r' &&
+          (o.carriage_return == CarriageReturn::kAllow ||
+           (o.carriage_return == CarriageReturn::kCrlfOnly && i + 1 < n && b[i + 1] == '\n'))) {
         ++i;
         continue;
       }

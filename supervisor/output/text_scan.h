@@ -4,7 +4,8 @@
 //
 // What counts as a control (control = strip|reject):
 // - C0 controls and DEL, except '\n', '\t' and (see CarriageReturn) '\r';
-// - ESC and the whole sequence it starts: CSI (ESC [ params intermediates final), OSC/DCS/SOS/PM/APC
+// - ESC and the whole sequence it starts: CSI (ESC [ params intermediates final),
+// OSC/DCS/SOS/PM/APC
 //   strings (ESC ] P X ^ _ ... up to BEL, ST = ESC \ or U+009C; CAN/SUB abort; unterminated strings
 //   run to the end of the text), and other escape sequences (ESC intermediates final);
 // - C1 controls U+0080..U+009F (UTF-8 encoded; U+009B, U+009D etc. start sequences like their

@@ -4,13 +4,12 @@
 #include "supervisor/output/collect.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -134,8 +133,8 @@ TEST_P(CollectTest, CollectsDeclaredRegularFiles) {
   WriteFile(out_ + "/logs/run.log", "line\n");
   WriteFile(out_ + "/logs/deep/more.log", "more\n");
   WriteFile(out_ + "/ignored.bin", "not declared");
-  MountCollection mc = Collect({FileValidator("/data/out/result.json"),
-                                FileValidator("/data/out/logs/**/*.log")});
+  MountCollection mc =
+      Collect({FileValidator("/data/out/result.json"), FileValidator("/data/out/logs/**/*.log")});
   EXPECT_TRUE(mc.refusals.empty());
   ASSERT_EQ(mc.files.size(), 3u);
   // Depth first, in name order.
@@ -359,7 +358,8 @@ TEST_P(CollectTest, WriteBeneathNeverFollowsOrOverwrites) {
   o.force_fallback = GetParam();
   ASSERT_TRUE(WriteFileBeneath(d.get(), "a/b/c.txt", "hello", o).ok());
   EXPECT_EQ(ReadFile(dest + "/a/b/c.txt"), "hello");
-  EXPECT_EQ(fs::status(dest + "/a/b/c.txt").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(dest + "/a/b/c.txt").permissions(),
+            fs::perms::owner_read | fs::perms::owner_write);
   // Existing file: never overwritten.
   Status again = WriteFileBeneath(d.get(), "a/b/c.txt", "evil", o);
   EXPECT_EQ(again.code(), Status::Code::kFailedPrecondition);

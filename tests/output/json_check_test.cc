@@ -86,7 +86,8 @@ TEST(JsonCheckTest, HundredThousandDeepIsRejectedAtTheDepthCap) {
   ASSERT_FALSE(r.ok);
   EXPECT_EQ(r.offset, 64u);
   EXPECT_NE(r.message.find("json_max_depth = 64"), std::string::npos);
-  EXPECT_EQ(r.path, "$[0][0][0][0][0][0][0][0][0][0]...(44 levels)...[0][0][0][0][0][0][0][0][0][0]");
+  EXPECT_EQ(r.path,
+            "$[0][0][0][0][0][0][0][0][0][0]...(44 levels)...[0][0][0][0][0][0][0][0][0][0]");
   const std::string objects = [] {
     std::string s;
     for (int i = 0; i < 100000; ++i) s += "{\"k\":";
@@ -118,8 +119,8 @@ TEST(JsonCheckTest, SizeAndNumberCaps) {
 
 TEST(JsonCheckTest, RequiredTopLevelKeysAndTypes) {
   JsonCheckOptions o;
-  o.required = {{"status", "string"}, {"count", "integer"}, {"score", "number"},
-                {"items", "array"}, {"meta", "object"}, {"ok", "boolean"}, {"err", "null"}};
+  o.required = {{"status", "string"}, {"count", "integer"}, {"score", "number"}, {"items", "array"},
+                {"meta", "object"},   {"ok", "boolean"},    {"err", "null"}};
   const std::string good =
       "{\"status\":\"done\",\"count\":3,\"score\":2,\"items\":[],\"meta\":{\"count\":\"x\"},"
       "\"ok\":true,\"err\":null,\"extra\":1}";

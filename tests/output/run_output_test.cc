@@ -1,18 +1,17 @@
 // Output validation and collection end to end, with real runs: `safex run` (the built binary),
 // real runsc, a real audit log. Catalogue cases F5-F8 (hostile output files) and S5 (hostile
 // output), and a 5 GB stdout flood. Every test checks that nothing is left on the machine.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
 #include "common/sha256.h"
@@ -42,7 +41,8 @@ std::string ReadFile(const std::string& path) {
 // controls before ours could see them) with the given validators.
 std::string PolicyText(const std::string& name, const std::string& output_limit,
                        const std::string& validators) {
-  return "policy \"" + name + "\" {\n"
+  return "policy \"" + name +
+         "\" {\n"
          "  trust = untrusted\n"
          "  isolation = gvisor\n"
          "  limits {\n"
@@ -51,7 +51,9 @@ std::string PolicyText(const std::string& name, const std::string& output_limit,
          "    memory = 512MiB\n"
          "    pids = 64\n"
          "    open_files = 256\n"
-         "    output = " + output_limit + "\n"
+         "    output = " +
+         output_limit +
+         "\n"
          "    disk = 64MiB\n"
          "    cpus = 1\n"
          "  }\n"
@@ -157,7 +159,8 @@ class RunOutputTest : public testing::LeakCheckedTest {
 
 // S5: bad UTF-8.
 TEST_F(RunOutputTest, InvalidUtf8OnStdoutIsRejectedWithItsOffset) {
-  nlohmann::json j = RunPython("import sys; sys.stdout.buffer.write(b'fine\\n\\xc0\\x80 overlong')");
+  nlohmann::json j =
+      RunPython("import sys; sys.stdout.buffer.write(b'fine\\n\\xc0\\x80 overlong')");
   ExpectRejected(j);
   EXPECT_EQ(j["stdout"]["text"], "");
   EXPECT_EQ(j["stdout"]["rejected"], true);
@@ -198,8 +201,8 @@ TEST_F(RunOutputTest, TerminalEscapesAreRejectedOrStrippedAndNeverReachTheTermin
 // S5: a 100,000-deep JSON document is rejected at the depth cap with its path.
 TEST_F(RunOutputTest, HundredThousandDeepJsonIsRejectedWithPath) {
   const std::string policy = dir_.Write(
-      "json-out.policy",
-      PolicyText("json-out", "1MiB", "  validate stdout {\n    max = 1MiB\n    json = true\n  }\n"));
+      "json-out.policy", PolicyText("json-out", "1MiB",
+                                    "  validate stdout {\n    max = 1MiB\n    json = true\n  }\n"));
   nlohmann::json j = RunPython("print('[' * 100000)", policy);
   ExpectRejected(j);
   const nlohmann::json& f = j["stdout"]["validation"]["findings"].back();
@@ -284,7 +287,8 @@ TEST_F(RunOutputTest, SymlinkToAHostFileIsRefused) {
 }
 
 // F6: a process keeps swapping the output path for a symlink. Collection starts only after every
-// process of the run is gone and is fd-relative: it sees one stable state, and a symlink is refused.
+// process of the run is gone and is fd-relative: it sees one stable state, and a symlink is
+// refused.
 TEST_F(RunOutputTest, PathSwappedForASymlinkIsNeverFollowed) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     fs::remove_all(out_);

@@ -91,8 +91,7 @@ TEST(StreamValidatorTest, CaptureTruncationCountsWhatTheProgramProduced) {
   v.on_overflow = OverflowAction::kReject;
   ValidatorSet set = Compile({v});
   // The capture kept 10 bytes of 5 GB: the size check uses the total.
-  ValidationReport r =
-      set.ValidateStream(ValidatorTarget::kStdout, "0123456789", 5ULL << 30, true);
+  ValidationReport r = set.ValidateStream(ValidatorTarget::kStdout, "0123456789", 5ULL << 30, true);
   EXPECT_EQ(Rejection(r).check, "max");
   EXPECT_EQ(r.total_bytes, 5ULL << 30);
   EXPECT_EQ(r.captured_bytes, 10u);
@@ -104,7 +103,8 @@ TEST(StreamValidatorTest, Utf8CutByTruncationIsDropped) {
   v.on_overflow = OverflowAction::kTruncate;
   v.utf8 = true;
   ValidatorSet set = Compile({v});
-  ValidationReport r = Validate(set, "euros: \xe2\x82\xac\xe2\x82\xac");  // cut inside the first euro
+  ValidationReport r =
+      Validate(set, "euros: \xe2\x82\xac\xe2\x82\xac");  // cut inside the first euro
   EXPECT_FALSE(r.rejected);
   EXPECT_EQ(r.delivered, "euros: ");
   EXPECT_EQ(r.findings.at(1).check, "utf8");
@@ -181,15 +181,13 @@ TEST(StreamValidatorTest, RegexSeesTheTextAfterStripping) {
 
 TEST(StreamValidatorTest, RedactsSecretShapes) {
   Validator v = Stdout();
-  v.regex = {Redact(kAwsPattern), Redact(kGithubPattern, "<github token>"),
-             Redact(kKeyPattern)};
+  v.regex = {Redact(kAwsPattern), Redact(kGithubPattern, "<github token>"), Redact(kKeyPattern)};
   ValidatorSet set = Compile({v});
   const std::string out = std::string("aws=") + kAwsKey + " gh=" + kGithubToken + "\n" +
                           kPrivateKeyHeader + "\nagain " + kAwsKey;
   ValidationReport r = Validate(set, out);
   EXPECT_FALSE(r.rejected);
-  EXPECT_EQ(r.delivered,
-            "aws=[REDACTED] gh=<github token>\n[REDACTED]\nagain [REDACTED]");
+  EXPECT_EQ(r.delivered, "aws=[REDACTED] gh=<github token>\n[REDACTED]\nagain [REDACTED]");
   const Finding& f = r.findings.back();
   EXPECT_EQ(f.check, "redact");
   EXPECT_EQ(f.outcome, CheckOutcome::kTransformed);

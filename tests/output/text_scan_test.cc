@@ -75,17 +75,30 @@ TEST(TextScanTest, SequenceCutByTruncationIsDroppedNotRejected) {
 TEST(TextScanTest, StripsAnsiSequences) {
   EXPECT_EQ(Stripped("\x1b[31mred\x1b[0m plain"), "red plain");
   EXPECT_EQ(Stripped("\x1b[38;5;196mx\x1b[?25l"), "x");
-  EXPECT_EQ(Stripped("a\x1b]0;window title\x07" "b"), "ab");                // OSC + BEL
+  EXPECT_EQ(Stripped("a\x1b]0;window title\x07"
+                     "b"),
+            "ab");                                                                 // OSC + BEL
   EXPECT_EQ(Stripped("a\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\b"), "alinkb");  // OSC 8
-  EXPECT_EQ(Stripped("a\x1bPq#0;2;0;0;0\x1b\\b"), "ab");                    // DCS (sixel)
-  EXPECT_EQ(Stripped("a\x1b_apc\x1b\\b\x1b^pm\x07" "c"), "abc");            // APC, PM
-  EXPECT_EQ(Stripped("keep\x1b]52;c;BASE64 never ends"), "keep");           // unterminated OSC
-  EXPECT_EQ(Stripped("a\x1b" "cb\x1b(Bc\x1b" "7d"), "abcd");                // other escapes
-  EXPECT_EQ(Stripped("end\x1b"), "end");                                    // lone ESC
-  EXPECT_EQ(Stripped("\xc2\x9b" "31mC1\xc2\x9d" "0;t\xc2\x9c" "x"), "C1x");  // C1 CSI, OSC, ST
+  EXPECT_EQ(Stripped("a\x1bPq#0;2;0;0;0\x1b\\b"), "ab");                           // DCS (sixel)
+  EXPECT_EQ(Stripped("a\x1b_apc\x1b\\b\x1b^pm\x07"
+                     "c"),
+            "abc");                                                // APC, PM
+  EXPECT_EQ(Stripped("keep\x1b]52;c;BASE64 never ends"), "keep");  // unterminated OSC
+  EXPECT_EQ(Stripped("a\x1b"
+                     "cb\x1b(Bc\x1b"
+                     "7d"),
+            "abcd");                      // other escapes
+  EXPECT_EQ(Stripped("end\x1b"), "end");  // lone ESC
+  EXPECT_EQ(Stripped("\xc2\x9b"
+                     "31mC1\xc2\x9d"
+                     "0;t\xc2\x9c"
+                     "x"),
+            "C1x");  // C1 CSI, OSC, ST
   EXPECT_EQ(Stripped("bell\x07 bs\x08 nul", true), "bell bs nul");
   EXPECT_EQ(Stripped("tab\tand\nnewline"), "tab\tand\nnewline");
-  EXPECT_EQ(Stripped("abc\xe2\x80\xae" "fed\xe2\x81\xa6"), "abcfed");       // bidi controls
+  EXPECT_EQ(Stripped("abc\xe2\x80\xae"
+                     "fed\xe2\x81\xa6"),
+            "abcfed");  // bidi controls
   EXPECT_EQ(Stripped("del\x7f"), "del");
 }
 
@@ -100,7 +113,10 @@ TEST(TextScanTest, StripReportsWhatAndWhere) {
 }
 
 TEST(TextScanTest, RawC1BytesAreControlsWhenUtf8IsNotChecked) {
-  EXPECT_EQ(Stripped("a\x9b" "31mb", /*utf8=*/false), "ab");
+  EXPECT_EQ(Stripped("a\x9b"
+                     "31mb",
+                     /*utf8=*/false),
+            "ab");
   EXPECT_EQ(Stripped("latin1 \xe9t\xe9", /*utf8=*/false), "latin1 \xe9t\xe9");
 }
 

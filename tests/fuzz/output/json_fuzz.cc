@@ -4,10 +4,9 @@
 // a double, which nlohmann refuses ("number overflow") and RFC 8259 lets us accept. (nlohmann's
 // lexer also takes a NUL byte for the end of the input, so it accepts '"0"\0junk'; a NUL is never
 // valid JSON.)
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 

@@ -99,9 +99,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view out(reinterpret_cast<const char*>(data + 1), size - 1);
   // Pretend the capture sometimes kept less than the program wrote.
   const uint64_t total = (data[0] & 2) ? out.size() + 100 : out.size();
-  const ValidationReport r = (set_b ? SetB() : SetA())
-                                 .ValidateStream(plan::ValidatorTarget::kStdout, out, total,
-                                                 total != out.size());
+  const ValidationReport r =
+      (set_b ? SetB() : SetA())
+          .ValidateStream(plan::ValidatorTarget::kStdout, out, total, total != out.size());
   Check(r.raw_sha256 == Sha256Hex(out));
   if (r.rejected) {
     Check(r.rejection() != nullptr && r.rejection()->outcome == CheckOutcome::kRejected);
