@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/sha256.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
 
@@ -190,6 +191,22 @@ void AddNftTables(std::set<std::string>* items) {
   }
 }
 
+// Entries of `dir` (depth <= 2) whose name contains `needle`.
+void FindNamed(const std::string& dir, const std::string& needle, int depth,
+               std::vector<std::string>* out) {
+  for (const std::string& n : ListDir(dir)) {
+    std::string p = dir + "/" + n;
+    if (n.find(needle) != std::string::npos) {
+      out->push_back(p);
+      continue;
+    }
+    struct stat st;
+    if (depth > 0 && lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      FindNamed(p, needle, depth - 1, out);
+    }
+  }
+}
+
 void AddMounts(const LeakCheckOptions& o, std::set<std::string>* items) {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
@@ -248,6 +265,50 @@ std::vector<std::string> WaitForNoLeaks(const LeakSnapshot& before, std::chrono:
     if (d.empty() || std::chrono::steady_clock::now() >= until) return d;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+std::vector<std::string> ResourcesNamingRun(const std::string& run_id,
+                                            const LeakCheckOptions& options, bool check_nft) {
+  std::vector<std::string> out;
+  if (run_id.empty()) return out;
+  std::vector<std::string> found;
+  for (const std::string& root :
+       {options.state_root, std::string("/run/safex"), std::string("/var/lib/safex/microvm/runs")}) {
+    FindNamed(root, run_id, 2, &found);
+  }
+  for (const std::string& f : found) out.push_back("state: " + f);
+  std::set<std::string> cgroups;
+  AddCgroups(options, &cgroups);
+  for (const std::string& c : cgroups) {
+    if (c.find(run_id) != std::string::npos) out.push_back(c);
+  }
+  for (const auto& [pid, p] : Processes()) {
+    if (pid != getpid() && p.cmdline.find(run_id) != std::string::npos) {
+      out.push_back("process: " + std::to_string(pid) + " state=" + p.state + " " + p.cmdline);
+    }
+  }
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(run_id) != std::string::npos) out.push_back("mount: " + line.substr(0, 200));
+  }
+  std::string short_id = Sha256Hex(run_id).substr(0, 12);
+  for (const char* dir : {"/run/netns", "/var/run/netns"}) {
+    for (const std::string& n : ListDir(dir)) {
+      if (n.find(run_id) != std::string::npos) out.push_back(std::string("netns pin: ") + dir + "/" + n);
+    }
+  }
+  for (const std::string& n : ListDir("/sys/devices/virtual/net")) {
+    if (n == "sx" + short_id) out.push_back("link: " + n);
+  }
+  if (check_nft) {
+    std::set<std::string> tables;
+    AddNftTables(&tables);
+    for (const std::string& t : tables) {
+      if (t.find("safex_" + short_id) != std::string::npos) out.push_back(t);
+    }
+  }
+  return out;
 }
 
 std::string JoinLines(const std::vector<std::string>& lines) {

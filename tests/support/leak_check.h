@@ -54,6 +54,16 @@ std::vector<std::string> WaitForNoLeaks(const LeakSnapshot& before,
 
 std::string JoinLines(const std::vector<std::string>& lines);
 
+// Everything on the machine that still carries one run's name: entries under the state roots
+// (options.state_root, /run/safex, /var/lib/safex/microvm/runs) and cgroup directories below
+// options.cgroup_parents whose names contain `run_id`, processes whose command line names it,
+// mounts naming it, its network namespace pin (safex-<run id>), its host veth (sx<12 hex of
+// SHA-256(run id)>) and, when `check_nft`, its uplink nftables table (safex_<same>). Precise where
+// a machine-wide snapshot is not: other tests' resources never match. Empty when nothing is left.
+std::vector<std::string> ResourcesNamingRun(const std::string& run_id,
+                                            const LeakCheckOptions& options = {},
+                                            bool check_nft = false);
+
 // Fixture: snapshot in SetUp, EXPECT no leaks in TearDown.
 class LeakCheckedTest : public ::testing::Test {
  protected:

@@ -1,0 +1,227 @@
+// The containment suite: every case of /work/shared/attack-catalogue.md (tests/containment/cases.cc)
+// on every isolation backend, through the built `safex run`, checked against the expected
+// contained outcome, the verdict and exit status, the audit log, the host, and leftovers.
+//
+//   Suite suite(options);
+//   suite.SetUp();                 // probes copied, listeners, canaries, host baseline
+//   suite.DiscoverBackends();      // one trivial run per backend: available or not, and why
+//   suite.RunAll();                // every case x available backend, `jobs` at a time
+//   suite.CheckHost();             // hashes, free space, kernel settings, leaks, audit chain
+//   suite.WriteReport(path);       // docs/containment.md
+//
+// Adding a backend column is one line: kBackends below.
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "audit/audit_log.h"
+#include "tests/containment/host_listeners.h"
+#include "tests/containment/process_runner.h"
+
+namespace safex::containment {
+
+// Every backend gets a column; one that this build or host cannot run says so in it.
+inline const std::vector<std::string> kBackends = {"gvisor", "microvm"};
+
+// One `safex run` of a case.
+struct Invocation {
+  std::string label;                          // shown in the details ("heap", "fifo", ...)
+  std::string policy = "python-untrusted";    // the example policy the run's wrapper extends
+  std::string policy_extra;                   // statements added to the wrapper (overrides)
+  std::vector<std::string> argv;              // argv[0]: a probe name (-> /probes/NAME) or a path
+  bool input = false;                         // --input: the case's host input directory
+  bool output = false;                        // --output: the case's host output directory
+  std::vector<std::string> flags;             // more `safex run` flags (S7 breaks things here)
+  bool readonly_cgroups = false;              // safex sees every cgroup filesystem read-only
+  bool expect_refusal = false;                // must be refused before anything runs
+  bool expect_probe_line = true;              // the probe's JSON line must be in stdout
+  int group = 0;                              // same non-zero group: started together
+  int start_delay_ms = 0;                     // delay within its group
+};
+
+// What one invocation produced.
+struct RunRecord {
+  Invocation inv;
+  ProcessResult proc;
+  std::string policy_path;
+  nlohmann::json report;   // `safex run --json`, or null when stdout was not JSON
+  nlohmann::json probe;    // the probe's last JSON line in the delivered stdout, or null
+  std::optional<audit::RunDetail> audit;
+  std::string audit_error;
+  std::vector<std::string> leftovers;  // resources still naming the run id after safex exited
+  std::string input_dir, output_dir;
+
+  std::string verdict() const;
+  std::string run_id() const;
+  std::string Obs(const std::string& key) const;  // probe obs[key] as text ("" if absent)
+  int64_t ObsInt(const std::string& key, int64_t missing = -1) const;
+  std::string ProbeResult() const;
+  std::string Reason() const;
+  std::string StdoutText() const;
+};
+
+// The expectations of one case on one backend.
+class Check {
+ public:
+  // Records a failure `what` unless ok. Returns ok.
+  bool Expect(bool ok, const std::string& what);
+  // A deviation from the catalogue's wording that is still contained: reported, not a failure.
+  void Note(const std::string& what) { notes_.push_back(what); }
+  // The observed result shown in the table.
+  void Summary(const std::string& s) { summary_ = s; }
+
+  bool ok() const { return failures_.empty(); }
+  const std::vector<std::string>& failures() const { return failures_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+  const std::string& summary() const { return summary_; }
+
+ private:
+  std::vector<std::string> failures_;
+  std::vector<std::string> notes_;
+  std::string summary_;
+};
+
+class Suite;
+
+// A case on one backend: where its host-side files live and what the plan step wants the check
+// step to know.
+struct CaseEnv {
+  Suite* suite = nullptr;
+  std::string backend;
+  std::string dir;  // host directory of this case on this backend (canaries, input, output)
+  std::map<std::string, std::string> vars;
+};
+
+struct Case {
+  std::string id;
+  std::string attack;
+  std::string expected;
+  int weight = 1;  // rough seconds; the longest cases start first
+  // Why the case cannot run yet here ("" when it can).
+  std::function<std::string(CaseEnv&)> not_runnable;
+  std::function<std::vector<Invocation>(CaseEnv&)> plan;
+  std::function<void(CaseEnv&, const std::vector<RunRecord>&, Check&)> check;
+};
+
+// The catalogue, in its order (cases.cc).
+std::vector<Case> Catalogue();
+
+enum class CellState { kContained, kNotContained, kRefusedAtPlan, kBackendNotAvailable, kNotYetRunnable };
+const char* CellStateName(CellState s);
+
+struct Cell {
+  CellState state = CellState::kNotYetRunnable;
+  std::string text;
+  std::vector<std::string> failures;
+  std::vector<std::string> notes;
+  std::vector<RunRecord> runs;
+  double seconds = 0;
+};
+
+struct BackendStatus {
+  bool available = false;
+  std::string reason;  // why not
+};
+
+struct SuiteOptions {
+  std::string safex;       // the built binary
+  std::string source_dir;  // for policies/examples
+  std::string probes_dir;  // the built probes
+  int jobs = 4;            // runs at once
+  std::vector<std::string> only_cases;  // empty: all
+};
+
+// Host-side state of one file, for "unchanged" checks.
+struct FileState {
+  bool exists = false;
+  std::string sha256;
+  static FileState Of(const std::string& path);
+  bool operator==(const FileState&) const = default;
+};
+
+class Suite {
+ public:
+  explicit Suite(SuiteOptions options);
+  ~Suite();
+
+  // Prepares everything; false with error() on failure.
+  bool SetUp();
+  void DiscoverBackends();
+  void RunAll();
+  void CheckHost();
+  std::string Report() const;
+
+  const std::string& error() const { return error_; }
+  const std::map<std::string, BackendStatus>& backends() const { return backends_; }
+  // cells()[case id][backend]
+  const std::map<std::string, std::map<std::string, Cell>>& cells() const { return cells_; }
+  const std::vector<std::string>& host_failures() const { return host_failures_; }
+  const std::vector<Case>& cases() const { return cases_; }
+  double seconds() const { return seconds_; }
+
+  // ---- For the cases.
+  const std::string& safex() const { return o_.safex; }
+  const std::string& work() const { return work_; }
+  const std::string& host_probes() const { return probes_; }  // bound at /probes
+  const std::string& audit_db() const { return audit_db_; }
+  const std::string& state_root() const { return state_root_; }
+  const std::string& marker() const { return marker_; }
+  const std::string& secret_file() const { return secret_file_; }
+  std::string Endpoint(const std::string& name) const;  // listeners by name (see SetUp)
+  int Hits(const std::string& spec) const { return listeners_->Hits(spec); }
+  int sigusr1_count() const;
+  pid_t runner_pid() const { return getpid(); }
+  // What "egress in safex run" looks like on this build: "" when it works, else why not.
+  std::string EgressUnavailable();
+  // The environment variable names a wrapper policy's plan sets (from `safex compile`).
+  std::vector<std::string> PolicyEnvNames(const std::string& example, const std::string& backend);
+  // The wrapper policy for (example, backend, extra statements); written once.
+  std::string WrapperPolicy(const std::string& example, const std::string& backend,
+                            const std::string& extra);
+
+ private:
+  RunRecord Execute(const Invocation& inv, CaseEnv& env);
+  void RunCase(const Case& c, const std::string& backend);
+  void CommonChecks(const RunRecord& r, const std::string& backend, Check& check) const;
+  std::vector<std::string> Leftovers(const std::string& run_id) const;
+
+  SuiteOptions o_;
+  std::string error_;
+  std::string work_, probes_, state_root_, audit_db_, audit_key_, marker_, secret_file_;
+  std::string policy_dir_;
+  int leaked_file_fd_ = -1, leaked_dir_fd_ = -1;
+  std::unique_ptr<HostListeners> listeners_;
+  std::map<std::string, std::string> endpoints_;
+  std::string world_netns_;  // the suite's "outside world" namespace (ip netns name)
+  std::vector<Case> cases_;
+  std::map<std::string, BackendStatus> backends_;
+  std::map<std::string, std::map<std::string, Cell>> cells_;
+  mutable std::mutex mu_;  // cells_, policies_, egress_
+  std::map<std::string, std::string> policies_;
+  std::optional<std::string> egress_;
+  std::map<std::string, std::vector<std::string>> env_names_;
+  // Host baseline.
+  std::map<std::string, FileState> host_files_;
+  std::map<std::string, std::string> host_settings_;
+  std::map<std::string, uint64_t> free_bytes_;
+  std::set<std::string> leak_baseline_;
+  std::vector<std::string> host_failures_;
+  std::vector<std::string> host_notes_;
+  double seconds_ = 0;
+  std::string started_at_;
+};
+
+}  // namespace safex::containment
