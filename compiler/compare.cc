@@ -162,8 +162,7 @@ class Comparer {
       kept.insert(m.target);
       const plan::Mount& o = o_.mounts[it->second];
       if (o.kind != m.kind || o.source != m.source) {
-        Add(Effect::kLoosens, "E048", f,
-            "replaces mount " + Describe(o) + " with " + Describe(m));
+        Add(Effect::kLoosens, "E048", f, "replaces mount " + Describe(o) + " with " + Describe(m));
         continue;
       }
       if (o.read_only != m.read_only) {
@@ -171,7 +170,8 @@ class Comparer {
             "mount at \"" + m.target + "\" made " + (m.read_only ? "read-only" : "writable"));
       }
       if (o.size_bytes != m.size_bytes) {
-        Number(f + ".size_bytes", "size of mount \"" + m.target + "\"", o.size_bytes, m.size_bytes, 2);
+        Number(f + ".size_bytes", "size of mount \"" + m.target + "\"", o.size_bytes, m.size_bytes,
+               2);
       }
       auto flag = [&](bool a, bool b, const char* name) {
         if (a == b) return;
@@ -224,7 +224,8 @@ class Comparer {
       }
     }
     for (const auto& [k, v] : o_.env) {
-      if (!n_.env.count(k)) Add(Effect::kNeutral, "", "env." + k, "unsets environment variable " + k);
+      if (!n_.env.count(k))
+        Add(Effect::kNeutral, "", "env." + k, "unsets environment variable " + k);
     }
   }
 
@@ -244,8 +245,10 @@ class Comparer {
     }
     std::map<std::string, const plan::SyscallRule*> old_rules, new_rules;
     std::map<std::string, size_t> new_index, old_index;
-    for (size_t i = 0; i < a.rules.size(); ++i) old_rules[a.rules[i].name] = &a.rules[i], old_index[a.rules[i].name] = i;
-    for (size_t i = 0; i < b.rules.size(); ++i) new_rules[b.rules[i].name] = &b.rules[i], new_index[b.rules[i].name] = i;
+    for (size_t i = 0; i < a.rules.size(); ++i)
+      old_rules[a.rules[i].name] = &a.rules[i], old_index[a.rules[i].name] = i;
+    for (size_t i = 0; i < b.rules.size(); ++i)
+      new_rules[b.rules[i].name] = &b.rules[i], new_index[b.rules[i].name] = i;
     std::set<std::string> names;
     for (const auto& [k, v] : old_rules) names.insert(k);
     for (const auto& [k, v] : new_rules) names.insert(k);
@@ -267,9 +270,9 @@ class Comparer {
   }
 
   static std::string VName(const plan::Validator& v) {
-    return v.target == plan::ValidatorTarget::kFile ? "validator of file \"" + v.path + "\""
-                                                    : std::string("validator of ") +
-                                                          plan::ValidatorTargetName(v.target);
+    return v.target == plan::ValidatorTarget::kFile
+               ? "validator of file \"" + v.path + "\""
+               : std::string("validator of ") + plan::ValidatorTargetName(v.target);
   }
 
   void Validators() {
@@ -313,7 +316,8 @@ class Comparer {
     if (a.on_overflow != b.on_overflow) {
       bool loosens = b.on_overflow == plan::OverflowAction::kTruncate;
       Add(loosens ? Effect::kLoosens : Effect::kTightens, "E052", f + ".on_overflow",
-          name + (loosens ? " now truncates instead of rejecting" : " now rejects instead of truncating"));
+          name + (loosens ? " now truncates instead of rejecting"
+                          : " now rejects instead of truncating"));
     }
     if (a.utf8 != b.utf8) {
       Add(b.utf8 ? Effect::kTightens : Effect::kLoosens, "E052", f + ".utf8",
@@ -341,13 +345,17 @@ class Comparer {
     for (const auto& r : b.regex) rb.insert(key(r) + " " + r.replacement);
     for (const auto& r : b.regex) {
       auto it = ra.find(key(r) + " " + r.replacement);
-      if (it != ra.end()) ra.erase(it);
-      else Add(Effect::kTightens, "", f + ".regex", name + " adds " + key(r));
+      if (it != ra.end())
+        ra.erase(it);
+      else
+        Add(Effect::kTightens, "", f + ".regex", name + " adds " + key(r));
     }
     for (const auto& r : a.regex) {
       auto it = rb.find(key(r) + " " + r.replacement);
-      if (it != rb.end()) rb.erase(it);
-      else Add(Effect::kLoosens, "E052", f + ".regex", name + " drops " + key(r));
+      if (it != rb.end())
+        rb.erase(it);
+      else
+        Add(Effect::kLoosens, "E052", f + ".regex", name + " drops " + key(r));
     }
     if (a.json.has_value() != b.json.has_value()) {
       Add(b.json ? Effect::kTightens : Effect::kLoosens, "E052", f + ".json",
@@ -360,7 +368,8 @@ class Comparer {
       for (const auto& [k, t] : a.json->required) {
         auto it = b.json->required.find(k);
         if (it == b.json->required.end()) {
-          Add(Effect::kLoosens, "E052", f + ".json.required", name + " no longer requires key " + k);
+          Add(Effect::kLoosens, "E052", f + ".json.required",
+              name + " no longer requires key " + k);
         } else if (it->second != t) {
           Add(Effect::kNeutral, "", f + ".json.required",
               name + " key " + k + " type " + t + " -> " + it->second);
@@ -393,28 +402,38 @@ std::vector<Change> ComparePlans(const plan::Plan& old, const plan::Plan& now) {
 
 const char* EffectName(Change::Effect e) {
   switch (e) {
-    case Change::Effect::kLoosens: return "loosens";
-    case Change::Effect::kTightens: return "tightens";
-    case Change::Effect::kNeutral: return "changes";
+    case Change::Effect::kLoosens:
+      return "loosens";
+    case Change::Effect::kTightens:
+      return "tightens";
+    case Change::Effect::kNeutral:
+      return "changes";
   }
   return "changes";
 }
 
 int BackendStrength(plan::Backend b) {
   switch (b) {
-    case plan::Backend::kNative: return 0;
-    case plan::Backend::kGvisor: return 1;
-    case plan::Backend::kMicrovm: return 2;
+    case plan::Backend::kNative:
+      return 0;
+    case plan::Backend::kGvisor:
+      return 1;
+    case plan::Backend::kMicrovm:
+      return 2;
   }
   return 0;
 }
 
 int ActionStrictness(plan::SyscallAction a) {
   switch (a) {
-    case plan::SyscallAction::kAllow: return 0;
-    case plan::SyscallAction::kLog: return 1;
-    case plan::SyscallAction::kErrno: return 2;
-    case plan::SyscallAction::kKill: return 3;
+    case plan::SyscallAction::kAllow:
+      return 0;
+    case plan::SyscallAction::kLog:
+      return 1;
+    case plan::SyscallAction::kErrno:
+      return 2;
+    case plan::SyscallAction::kKill:
+      return 3;
   }
   return 0;
 }

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 
 #include "common/sha256.h"
@@ -157,10 +157,10 @@ class Compilation {
       const std::string& name = *child.header.extends;
       Origin at = MakeOrigin(child.path, child.header.extends_span);
       if (chain_.size() > opt_.max_extends_depth) {
-        r_.diagnostics.push_back(Diag(dsl::Severity::kError, "E043",
-                                      "`extends` chain deeper than " +
-                                          std::to_string(opt_.max_extends_depth) + " policies",
-                                      at));
+        r_.diagnostics.push_back(Diag(
+            dsl::Severity::kError, "E043",
+            "`extends` chain deeper than " + std::to_string(opt_.max_extends_depth) + " policies",
+            at));
         return false;
       }
       std::vector<std::string> dirs = opt_.search_path;
@@ -177,14 +177,15 @@ class Compilation {
         std::string where;
         for (const auto& dir : dirs) where += (where.empty() ? "" : ", ") + dir;
         r_.diagnostics.push_back(Diag(dsl::Severity::kError, "E040",
-                                      "cannot find policy `" + name + "` (" + name + ".policy)",
-                                      at, "searched: " + where));
+                                      "cannot find policy `" + name + "` (" + name + ".policy)", at,
+                                      "searched: " + where));
         return false;
       }
       auto again = seen.find(Identity(found));
       if (again != seen.end()) {
         std::string cycle;
-        for (size_t i = again->second; i < chain_names.size(); ++i) cycle += chain_names[i] + " -> ";
+        for (size_t i = again->second; i < chain_names.size(); ++i)
+          cycle += chain_names[i] + " -> ";
         cycle += chain_names[again->second];
         r_.diagnostics.push_back(
             Diag(dsl::Severity::kError, "E042", "`extends` cycle: " + cycle, at,
@@ -241,8 +242,10 @@ class Compilation {
       r_.diagnostics.push_back(Diag(dsl::Severity::kError, "E024", msg, at, help));
     };
     const auto& said = draft_.mentioned;
-    if (!draft_.trust && !said.count("trust")) missing("`trust`", "add `trust = untrusted` (or `trusted`)");
-    if (!draft_.backend && !said.count("isolation")) missing("`isolation`", "add `isolation = gvisor` (or `microvm`, `native`)");
+    if (!draft_.trust && !said.count("trust"))
+      missing("`trust`", "add `trust = untrusted` (or `trusted`)");
+    if (!draft_.backend && !said.count("isolation"))
+      missing("`isolation`", "add `isolation = gvisor` (or `microvm`, `native`)");
     static const std::pair<const char*, const char*> kLimits[] = {
         {"wall_time_ns", "wall_time = 30s"}, {"cpu_time_ns", "cpu_time = 20s"},
         {"memory_bytes", "memory = 512MiB"}, {"pids", "pids = 64"},
@@ -251,7 +254,8 @@ class Compilation {
     for (const auto& [field, example] : kLimits) {
       std::string key = std::string(example).substr(0, std::string(example).find(' '));
       if (!draft_.limits.count(field) && !said.count("limits." + key)) {
-        missing("the `" + key + "` limit", std::string("add `") + example + "` to `limits { ... }`");
+        missing("the `" + key + "` limit",
+                std::string("add `") + example + "` to `limits { ... }`");
       }
     }
     bool has_output = false;
@@ -273,23 +277,24 @@ class Compilation {
       const Layer& parent = chain_[chain_.size() - k];
       for (const Change& c : ComparePlans(snapshots_[k - 1], snapshots_[k])) {
         if (c.effect != Change::Effect::kLoosens) continue;
-        const Origin& o = Lookup(origins_[k], c.field, MakeOrigin(child.path, child.header.stmt->span));
+        const Origin& o =
+            Lookup(origins_[k], c.field, MakeOrigin(child.path, child.header.stmt->span));
         auto mark = overrides_.by_loc.find(o.loc);
         if (mark != overrides_.by_loc.end()) {
           OverrideMark& m = overrides_.marks[mark->second];
           m.fields.push_back(c.field);
           plan_overrides_.push_back(plan::Override{c.field, m.reason, o.loc});
-          r_.diagnostics.push_back(Diag(dsl::Severity::kWarning, "E053",
-                                        "override: " + c.description + " (loosens `" +
-                                            parent.header.name + "`)",
-                                        o, "reason: " + m.reason));
+          r_.diagnostics.push_back(
+              Diag(dsl::Severity::kWarning, "E053",
+                   "override: " + c.description + " (loosens `" + parent.header.name + "`)", o,
+                   "reason: " + m.reason));
           continue;
         }
-        r_.diagnostics.push_back(Diag(
-            dsl::Severity::kError, c.code.c_str(),
-            "`" + child.header.name + "` may only tighten `" + parent.header.name + "`: " +
-                c.description,
-            o, "tighten it, or mark a reviewed exception with `@override(\"reason\")`"));
+        r_.diagnostics.push_back(
+            Diag(dsl::Severity::kError, c.code.c_str(),
+                 "`" + child.header.name + "` may only tighten `" + parent.header.name +
+                     "`: " + c.description,
+                 o, "tighten it, or mark a reviewed exception with `@override(\"reason\")`"));
       }
     }
     for (const auto& m : overrides_.marks) {
@@ -318,8 +323,8 @@ class Compilation {
     size_t first = r_.diagnostics.size();
     for (const auto& v : plan::Verify(p, opt_.ceilings)) {
       const Origin& o = Lookup(origins_.back(), v.field, head);
-      r_.diagnostics.push_back(Diag(dsl::Severity::kError, v.code.c_str(), v.message, o,
-                                    "plan field " + v.field));
+      r_.diagnostics.push_back(
+          Diag(dsl::Severity::kError, v.code.c_str(), v.message, o, "plan field " + v.field));
     }
     SortFrom(r_.diagnostics, first);
     if (r_.errors() == errors_before) r_.plan = std::move(p);
@@ -351,9 +356,8 @@ CompileResult CompileFile(const std::string& path, const CompileOptions& options
   auto text = ReadSourceFile(path, &err);
   if (!text) {
     CompileResult r;
-    r.diagnostics.push_back(
-        dsl::Diagnostic{dsl::Severity::kError, "E090", "cannot read " + path + ": " + err, path,
-                        dsl::Span{}, ""});
+    r.diagnostics.push_back(dsl::Diagnostic{
+        dsl::Severity::kError, "E090", "cannot read " + path + ": " + err, path, dsl::Span{}, ""});
     return r;
   }
   return CompileText(path, *text, options);

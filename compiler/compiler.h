@@ -29,10 +29,10 @@ struct CompileOptions {
 };
 
 struct CompileResult {
-  std::optional<plan::Plan> plan;            // set only when there is no error
-  std::vector<dsl::Diagnostic> diagnostics;  // errors and warnings, in phase and source order
+  std::optional<plan::Plan> plan;              // set only when there is no error
+  std::vector<dsl::Diagnostic> diagnostics;    // errors and warnings, in phase and source order
   std::map<std::string, std::string> sources;  // path -> text, to render diagnostics
-  bool ok() const;  // a plan and no error-severity diagnostic
+  bool ok() const;                             // a plan and no error-severity diagnostic
   size_t errors() const;
   size_t warnings() const;
 };

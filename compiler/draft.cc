@@ -18,8 +18,10 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     p.gvisor.platform = d.gvisor_platform->value;
     note("gvisor.platform", d.gvisor_platform->origin);
   }
-  if (d.microvm_vcpus) p.microvm.vcpus = d.microvm_vcpus->value, note("microvm.vcpus", d.microvm_vcpus->origin);
-  if (d.microvm_kvm) p.microvm.kvm = d.microvm_kvm->value, note("microvm.kvm", d.microvm_kvm->origin);
+  if (d.microvm_vcpus)
+    p.microvm.vcpus = d.microvm_vcpus->value, note("microvm.vcpus", d.microvm_vcpus->origin);
+  if (d.microvm_kvm)
+    p.microvm.kvm = d.microvm_kvm->value, note("microvm.kvm", d.microvm_kvm->origin);
 
   struct F {
     const char* name;
@@ -37,8 +39,10 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
   for (const auto& f : fields) {
     auto it = d.limits.find(f.name);
     if (it == d.limits.end()) continue;
-    if (f.u64) *f.u64 = it->second.value;
-    else *f.u32 = static_cast<uint32_t>(it->second.value);
+    if (f.u64)
+      *f.u64 = it->second.value;
+    else
+      *f.u32 = static_cast<uint32_t>(it->second.value);
     note(std::string("limits.") + f.name, it->second.origin);
   }
 

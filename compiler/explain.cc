@@ -10,9 +10,12 @@ namespace {
 
 std::string ActionText(plan::SyscallAction a, int err) {
   switch (a) {
-    case plan::SyscallAction::kAllow: return "allowed";
-    case plan::SyscallAction::kLog: return "allowed and logged";
-    case plan::SyscallAction::kKill: return "kill the sandboxed process";
+    case plan::SyscallAction::kAllow:
+      return "allowed";
+    case plan::SyscallAction::kLog:
+      return "allowed and logged";
+    case plan::SyscallAction::kKill:
+      return "kill the sandboxed process";
     case plan::SyscallAction::kErrno:
       return err == 1 ? "fail with EPERM" : "fail with " + ErrnoName(err);
   }
@@ -98,8 +101,9 @@ std::string Explain(const plan::Plan& p) {
   if (p.network.egress.empty()) {
     line("  none: the sandbox has no network at all");
   } else {
-    line("  denied except these destinations (loopback, link-local, metadata and private "
-         "addresses are refused even if a name resolves to them):");
+    line(
+        "  denied except these destinations (loopback, link-local, metadata and private "
+        "addresses are refused even if a name resolves to them):");
     for (const auto& e : p.network.egress) line("    " + Dest(e));
   }
   line("");
@@ -119,8 +123,9 @@ std::string Explain(const plan::Plan& p) {
   line("What comes out");
   if (p.validators.empty()) line("  no validators beyond the output limit");
   for (const auto& v : p.validators) {
-    std::string what = v.target == plan::ValidatorTarget::kFile ? "file " + v.path
-                                                                : plan::ValidatorTargetName(v.target);
+    std::string what = v.target == plan::ValidatorTarget::kFile
+                           ? "file " + v.path
+                           : plan::ValidatorTargetName(v.target);
     std::string s = "  " + what + ": at most " + FormatSize(v.max_bytes) + " (" +
                     (v.on_overflow == plan::OverflowAction::kReject ? "more is rejected"
                                                                     : "more is truncated") +
@@ -153,10 +158,11 @@ std::string Explain(const plan::Plan& p) {
 
 std::string DescribeChanges(const std::vector<Change>& changes) {
   std::string o;
-  for (auto effect : {Change::Effect::kLoosens, Change::Effect::kTightens, Change::Effect::kNeutral}) {
+  for (auto effect :
+       {Change::Effect::kLoosens, Change::Effect::kTightens, Change::Effect::kNeutral}) {
     for (const auto& c : changes) {
       if (c.effect != effect) continue;
-      std::string tag = effect == Change::Effect::kLoosens   ? "LOOSENS "
+      std::string tag = effect == Change::Effect::kLoosens    ? "LOOSENS "
                         : effect == Change::Effect::kTightens ? "tightens"
                                                               : "changes ";
       o += tag + "  " + c.description + "\n";

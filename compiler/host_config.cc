@@ -25,8 +25,8 @@ void Ceilings(const Statement& s, Diags& d, plan::Ceilings& c) {
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
     if (kw.empty()) continue;
-    static const std::vector<std::string_view> kKeys = {"wall_time", "cpu_time", "memory", "pids",
-                                                        "open_files", "output", "disk", "cpus"};
+    static const std::vector<std::string_view> kKeys = {"wall_time",  "cpu_time", "memory", "pids",
+                                                        "open_files", "output",   "disk",   "cpus"};
     bool known = false;
     for (auto k : kKeys) known |= kw == k;
     if (!known) {
@@ -41,22 +41,33 @@ void Ceilings(const Statement& s, Diags& d, plan::Ceilings& c) {
     }
     if (!ExpectAssignment(x, d, kw)) continue;
     std::optional<uint64_t> v;
-    if (kw == "wall_time" || kw == "cpu_time") v = ReadDuration(x.assigned, d, kw);
-    else if (kw == "memory" || kw == "output" || kw == "disk") v = ReadSize(x.assigned, d, kw);
-    else v = ReadInteger(x.assigned, d, kw, 1, kw == "cpus" ? 1024 : (1u << 22));
+    if (kw == "wall_time" || kw == "cpu_time")
+      v = ReadDuration(x.assigned, d, kw);
+    else if (kw == "memory" || kw == "output" || kw == "disk")
+      v = ReadSize(x.assigned, d, kw);
+    else
+      v = ReadInteger(x.assigned, d, kw, 1, kw == "cpus" ? 1024 : (1u << 22));
     if (!v) continue;
     if (*v == 0) {
       d.Error("E023", x.assigned.span, "a ceiling must be greater than zero");
       continue;
     }
-    if (kw == "wall_time") c.max.wall_time_ns = *v;
-    else if (kw == "cpu_time") c.max.cpu_time_ns = *v;
-    else if (kw == "memory") c.max.memory_bytes = *v;
-    else if (kw == "pids") c.max.pids = *v;
-    else if (kw == "open_files") c.max.open_files = *v;
-    else if (kw == "output") c.max.output_bytes = *v;
-    else if (kw == "disk") c.max.disk_bytes = *v;
-    else c.max.cpus = static_cast<uint32_t>(*v);
+    if (kw == "wall_time")
+      c.max.wall_time_ns = *v;
+    else if (kw == "cpu_time")
+      c.max.cpu_time_ns = *v;
+    else if (kw == "memory")
+      c.max.memory_bytes = *v;
+    else if (kw == "pids")
+      c.max.pids = *v;
+    else if (kw == "open_files")
+      c.max.open_files = *v;
+    else if (kw == "output")
+      c.max.output_bytes = *v;
+    else if (kw == "disk")
+      c.max.disk_bytes = *v;
+    else
+      c.max.cpus = static_cast<uint32_t>(*v);
   }
 }
 

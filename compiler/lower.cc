@@ -15,9 +15,9 @@ using dsl::Value;
 using dsl::ValueKind;
 
 Origin MakeOrigin(const std::string& path, const dsl::Span& span) {
-  return Origin{path + ":" + std::to_string(span.begin.line) + ":" +
-                    std::to_string(span.begin.column),
-                path, span};
+  return Origin{
+      path + ":" + std::to_string(span.begin.line) + ":" + std::to_string(span.begin.column), path,
+      span};
 }
 
 std::string Keyword(const Statement& s, Diags& d) {
@@ -80,8 +80,8 @@ class Lowerer {
       std::string kw = Keyword(s, d_);
       if (kw.empty()) continue;
       static const std::vector<std::string_view> kKeywords = {
-          "trust",    "isolation", "limits",   "rootfs",  "mount",   "unmount", "network",
-          "env",      "syscalls",  "validate", "outputs", "process", "gvisor",  "microvm"};
+          "trust", "isolation", "limits",   "rootfs",  "mount",   "unmount", "network",
+          "env",   "syscalls",  "validate", "outputs", "process", "gvisor",  "microvm"};
       bool known = false;
       for (auto k : kKeywords) known |= kw == k;
       if (!known) {
@@ -93,20 +93,34 @@ class Lowerer {
       }
       active_ = Annotations(s);
       draft_.mentioned.insert(kw);
-      if (kw == "trust") Trust(s);
-      else if (kw == "isolation") Isolation(s);
-      else if (kw == "limits") Limits(s);
-      else if (kw == "rootfs") Rootfs(s);
-      else if (kw == "mount") Mount(s, mount_targets);
-      else if (kw == "unmount") Unmount(s);
-      else if (kw == "network") Network(s);
-      else if (kw == "env") Env(s);
-      else if (kw == "syscalls") Syscalls(s);
-      else if (kw == "validate") Validate(s);
-      else if (kw == "outputs") Outputs(s);
-      else if (kw == "process") Process(s);
-      else if (kw == "gvisor") Gvisor(s);
-      else if (kw == "microvm") Microvm(s);
+      if (kw == "trust")
+        Trust(s);
+      else if (kw == "isolation")
+        Isolation(s);
+      else if (kw == "limits")
+        Limits(s);
+      else if (kw == "rootfs")
+        Rootfs(s);
+      else if (kw == "mount")
+        Mount(s, mount_targets);
+      else if (kw == "unmount")
+        Unmount(s);
+      else if (kw == "network")
+        Network(s);
+      else if (kw == "env")
+        Env(s);
+      else if (kw == "syscalls")
+        Syscalls(s);
+      else if (kw == "validate")
+        Validate(s);
+      else if (kw == "outputs")
+        Outputs(s);
+      else if (kw == "process")
+        Process(s);
+      else if (kw == "gvisor")
+        Gvisor(s);
+      else if (kw == "microvm")
+        Microvm(s);
       active_.reset();
     }
   }
@@ -207,10 +221,14 @@ class Lowerer {
         uint64_t max;
       };
       static const L kLimits[] = {
-          {"wall_time", "wall_time_ns", 0, 0},  {"cpu_time", "cpu_time_ns", 0, 0},
-          {"memory", "memory_bytes", 1, 0},     {"pids", "pids", 2, 1u << 22},
-          {"open_files", "open_files", 2, 1u << 20}, {"output", "output_bytes", 1, 0},
-          {"disk", "disk_bytes", 1, 0},         {"cpus", "cpus", 2, 1024},
+          {"wall_time", "wall_time_ns", 0, 0},
+          {"cpu_time", "cpu_time_ns", 0, 0},
+          {"memory", "memory_bytes", 1, 0},
+          {"pids", "pids", 2, 1u << 22},
+          {"open_files", "open_files", 2, 1u << 20},
+          {"output", "output_bytes", 1, 0},
+          {"disk", "disk_bytes", 1, 0},
+          {"cpus", "cpus", 2, 1024},
       };
       const L* lim = nullptr;
       for (const auto& l : kLimits) {
@@ -225,9 +243,12 @@ class Lowerer {
       draft_.mentioned.insert("limits." + kw);
       if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
       std::optional<uint64_t> v;
-      if (lim->kind == 0) v = ReadDuration(x.assigned, d_, kw);
-      else if (lim->kind == 1) v = ReadSize(x.assigned, d_, kw);
-      else v = ReadInteger(x.assigned, d_, kw, 1, lim->max);
+      if (lim->kind == 0)
+        v = ReadDuration(x.assigned, d_, kw);
+      else if (lim->kind == 1)
+        v = ReadSize(x.assigned, d_, kw);
+      else
+        v = ReadInteger(x.assigned, d_, kw, 1, lim->max);
       if (v && *v == 0) {
         d_.Error("E023", x.assigned.span, Quote(kw) + " must be greater than zero");
         return;
@@ -253,8 +274,10 @@ class Lowerer {
         if (v) draft_.outputs_max_files = Set<uint64_t>{*v, Here(x)};
       } else {
         auto v = ReadSize(x.assigned, d_, kw);
-        if (v && *v == 0) d_.Error("E023", x.assigned.span, "`max_total` must be greater than zero");
-        else if (v) draft_.outputs_max_total = Set<uint64_t>{*v, Here(x)};
+        if (v && *v == 0)
+          d_.Error("E023", x.assigned.span, "`max_total` must be greater than zero");
+        else if (v)
+          draft_.outputs_max_total = Set<uint64_t>{*v, Here(x)};
       }
     });
   }
@@ -327,7 +350,8 @@ class Lowerer {
     auto s = ReadString(v, d_, what);
     if (!s) return std::nullopt;
     if (!plan::IsNormalAbsolutePath(*s)) {
-      d_.Error("E029", v.span, std::string(what) + " \"" + *s + "\" is not an absolute, normalised path",
+      d_.Error("E029", v.span,
+               std::string(what) + " \"" + *s + "\" is not an absolute, normalised path",
                "paths start with `/` and have no `.`, `..`, `//` or trailing `/`");
       return std::nullopt;
     }
@@ -372,13 +396,13 @@ class Lowerer {
       d_.Error("E027", s.span, "malformed `mount` statement", shape);
       return;
     }
-    auto kind_name =
-        ReadChoice(s.head[1], d_, "mount kind", {"tmpfs", "input", "output", "bind"});
+    auto kind_name = ReadChoice(s.head[1], d_, "mount kind", {"tmpfs", "input", "output", "bind"});
     if (!kind_name) return;
     plan::Mount m;
     m.kind = *plan::MountKindFromName(*kind_name);
     size_t at = m.kind == plan::MountKind::kBind ? 3 : 2;
-    if (s.head.size() != at + 2 || s.head[at].kind != ValueKind::kIdent || s.head[at].text != "at") {
+    if (s.head.size() != at + 2 || s.head[at].kind != ValueKind::kIdent ||
+        s.head[at].text != "at") {
       d_.Error("E027", s.span, "malformed `mount " + *kind_name + "` statement", shape);
       return;
     }
@@ -419,7 +443,8 @@ class Lowerer {
           }
           size_written = true;
           size = ReadSize(x.assigned, d_, "size");
-          if (size && *size == 0) d_.Error("E023", x.assigned.span, "`size` must be greater than zero");
+          if (size && *size == 0)
+            d_.Error("E023", x.assigned.span, "`size` must be greater than zero");
         } else if (kw == "mode") {
           auto mode = ReadChoice(x.assigned, d_, "mount mode", {"ro", "rw"});
           if (!mode) return;
@@ -491,8 +516,10 @@ class Lowerer {
     };
     if (auto sep = t.find("://"); sep != std::string_view::npos) {
       std::string_view scheme = t.substr(0, sep);
-      if (scheme == "udp") r.protocol = plan::Protocol::kUdp;
-      else if (scheme != "tcp") return fail("unknown protocol `" + std::string(scheme) + "`");
+      if (scheme == "udp")
+        r.protocol = plan::Protocol::kUdp;
+      else if (scheme != "tcp")
+        return fail("unknown protocol `" + std::string(scheme) + "`");
       t.remove_prefix(sep + 3);
     }
     std::string_view host, port;
@@ -524,7 +551,8 @@ class Lowerer {
         for (auto& c : r.host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       }
     }
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string_view::npos) {
       return fail("the port must be a number from 1 to 65535 (no ranges)");
     }
     unsigned long p = std::stoul(std::string(port));
@@ -588,8 +616,7 @@ class Lowerer {
       bool set = kw == "set";
       if (x.head.size() != 2 || x.head[1].kind != ValueKind::kIdent || x.has_block ||
           x.has_assignment != set) {
-        d_.Error("E027", x.span,
-                 set ? "write `set NAME = \"value\"`" : "write `unset NAME`");
+        d_.Error("E027", x.span, set ? "write `set NAME = \"value\"`" : "write `unset NAME`");
         return;
       }
       const std::string& name = x.head[1].text;
@@ -619,8 +646,8 @@ class Lowerer {
         if (!Once(seen_default, kw, x) || !ExpectAssignment(x, d_, kw)) return;
         auto v = ReadChoice(x.assigned, d_, "syscall default", {"allow", "log", "deny", "kill"});
         if (!v) return;
-        plan::SyscallAction a = *v == "allow" ? plan::SyscallAction::kAllow
-                                : *v == "log" ? plan::SyscallAction::kLog
+        plan::SyscallAction a = *v == "allow"  ? plan::SyscallAction::kAllow
+                                : *v == "log"  ? plan::SyscallAction::kLog
                                 : *v == "kill" ? plan::SyscallAction::kKill
                                                : plan::SyscallAction::kErrno;
         draft_.seccomp_default = Set<plan::SyscallAction>{a, Here(x)};
@@ -670,8 +697,8 @@ class Lowerer {
           d_.Error("E027", x.span, "write `" + kw + " [name, ...]`");
           return;
         }
-        rule.action = kw == "allow" ? plan::SyscallAction::kAllow
-                      : kw == "log" ? plan::SyscallAction::kLog
+        rule.action = kw == "allow"  ? plan::SyscallAction::kAllow
+                      : kw == "log"  ? plan::SyscallAction::kLog
                       : kw == "kill" ? plan::SyscallAction::kKill
                                      : plan::SyscallAction::kErrno;
         rule.errno_value = 1;  // EPERM for `deny`
@@ -681,7 +708,8 @@ class Lowerer {
       Origin o = Here(x);
       for (const Value& item : *items) {
         if (item.kind != ValueKind::kIdent) {
-          d_.Error("E021", item.span, "a syscall name needs an identifier, found " + DescribeValue(item));
+          d_.Error("E021", item.span,
+                   "a syscall name needs an identifier, found " + DescribeValue(item));
           continue;
         }
         if (!plan::IsKnownSyscall(item.text)) {
@@ -709,8 +737,9 @@ class Lowerer {
   // Validators
 
   void Validate(const Statement& s) {
-    const char* shape = "write `validate stdout { ... }`, `validate stderr { ... }` or "
-                        "`validate file \"/out/path\" { ... }`";
+    const char* shape =
+        "write `validate stdout { ... }`, `validate stderr { ... }` or "
+        "`validate file \"/out/path\" { ... }`";
     if (s.head.size() < 2 || s.has_assignment || !s.has_block) {
       d_.Error("E027", s.span, "malformed `validate` statement", shape);
       return;
@@ -736,8 +765,8 @@ class Lowerer {
       std::string kw = Keyword(x, d_);
       if (kw.empty()) return;
       static const std::vector<std::string_view> kKeys = {
-          "max",    "overflow", "utf8", "control", "max_lines", "reject",
-          "redact", "json",     "json_max_depth", "require"};
+          "max",    "overflow", "utf8", "control",        "max_lines",
+          "reject", "redact",   "json", "json_max_depth", "require"};
       bool known = false;
       for (auto k : kKeys) known |= kw == k;
       if (!known) {
@@ -765,7 +794,8 @@ class Lowerer {
       if (kw == "max") {
         has_max = true;  // written; a bad value is reported below, not as missing
         auto v = ReadSize(x.assigned, d_, "max");
-        if (v && *v == 0) d_.Error("E023", x.assigned.span, "`max` must be greater than zero");
+        if (v && *v == 0)
+          d_.Error("E023", x.assigned.span, "`max` must be greater than zero");
         else if (v) {
           dv.v.max_bytes = *v;
           dv.fields["max_bytes"] = o;
@@ -825,9 +855,10 @@ class Lowerer {
   void Regex(const Statement& x, const std::string& kw, DraftValidator& dv) {
     // reject /re/   |   redact /re/   |   redact /re/ with "text"
     bool redact = kw == "redact";
-    bool ok = !x.has_assignment && !x.has_block &&
-              (x.head.size() == 2 || (redact && x.head.size() == 4 &&
-                                      x.head[2].kind == ValueKind::kIdent && x.head[2].text == "with"));
+    bool ok =
+        !x.has_assignment && !x.has_block &&
+        (x.head.size() == 2 || (redact && x.head.size() == 4 &&
+                                x.head[2].kind == ValueKind::kIdent && x.head[2].text == "with"));
     if (!ok) {
       d_.Error("E027", x.span,
                redact ? "write `redact /pattern/` or `redact /pattern/ with \"text\"`"
@@ -835,7 +866,8 @@ class Lowerer {
       return;
     }
     if (x.head[1].kind != ValueKind::kRegex) {
-      d_.Error("E021", x.head[1].span, "`" + kw + "` needs a /regex/, found " + DescribeValue(x.head[1]));
+      d_.Error("E021", x.head[1].span,
+               "`" + kw + "` needs a /regex/, found " + DescribeValue(x.head[1]));
       return;
     }
     plan::RegexRule r;
@@ -852,7 +884,8 @@ class Lowerer {
 
   void RequireOne(const Statement& x, const Value& key, DraftValidator& dv) {
     if (key.kind != ValueKind::kIdent && key.kind != ValueKind::kString) {
-      d_.Error("E021", key.span, "a required key is a name or a string, found " + DescribeValue(key));
+      d_.Error("E021", key.span,
+               "a required key is a name or a string, found " + DescribeValue(key));
       return;
     }
     if (pending_required_.count(key.text)) {
@@ -922,9 +955,8 @@ std::optional<PolicyHeader> ReadPolicyHeader(const dsl::File& file, Diags& d) {
   }
   const Statement& s = *found;
   bool shape = s.has_block && !s.has_assignment &&
-               (s.head.size() == 2 ||
-                (s.head.size() == 4 && s.head[2].kind == ValueKind::kIdent &&
-                 s.head[2].text == "extends"));
+               (s.head.size() == 2 || (s.head.size() == 4 && s.head[2].kind == ValueKind::kIdent &&
+                                       s.head[2].text == "extends"));
   if (!shape) {
     d.Error("E027", s.span, "malformed policy header",
             "write `policy \"name\" { ... }` or `policy \"name\" extends \"parent\" { ... }`");

@@ -25,7 +25,7 @@ std::optional<PolicyHeader> ReadPolicyHeader(const dsl::File& file, Diags& d);
 // An `@override("reason")` written in a policy file.
 struct OverrideMark {
   std::string reason;
-  Origin origin;  // of the annotated statement
+  Origin origin;                    // of the annotated statement
   std::vector<std::string> fields;  // plan fields it turned out to loosen (filled by the caller)
 };
 

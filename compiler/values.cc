@@ -24,9 +24,12 @@ void Diags::Warning(const char* code, const dsl::Span& span, std::string message
 
 std::string DescribeValue(const dsl::Value& v) {
   switch (v.kind) {
-    case dsl::ValueKind::kIdent: return "identifier `" + v.text + "`";
-    case dsl::ValueKind::kString: return "a string";
-    case dsl::ValueKind::kInteger: return "the integer " + std::to_string(v.number);
+    case dsl::ValueKind::kIdent:
+      return "identifier `" + v.text + "`";
+    case dsl::ValueKind::kString:
+      return "a string";
+    case dsl::ValueKind::kInteger:
+      return "the integer " + std::to_string(v.number);
     case dsl::ValueKind::kQuantity: {
       for (const auto& u : dsl::Units()) {
         if (u.name == v.unit) {
@@ -36,8 +39,10 @@ std::string DescribeValue(const dsl::Value& v) {
       }
       return "the quantity " + std::to_string(v.number) + v.unit;
     }
-    case dsl::ValueKind::kRegex: return "a regex";
-    case dsl::ValueKind::kList: return "a list";
+    case dsl::ValueKind::kRegex:
+      return "a regex";
+    case dsl::ValueKind::kList:
+      return "a list";
   }
   return "a value";
 }
@@ -65,8 +70,9 @@ std::optional<uint64_t> ReadQuantity(const dsl::Value& v, Diags& d, std::string_
     if (u.name != v.unit) continue;
     if (u.kind != kind) {
       d.Error("E022", v.span,
-              "`" + std::string(what) + "` needs a " + kind_name + ", but " + std::to_string(v.number) +
-                  v.unit + " is a " + (kind == dsl::UnitKind::kSize ? "duration" : "size"),
+              "`" + std::string(what) + "` needs a " + kind_name + ", but " +
+                  std::to_string(v.number) + v.unit + " is a " +
+                  (kind == dsl::UnitKind::kSize ? "duration" : "size"),
               std::string(kind == dsl::UnitKind::kSize ? "sizes use B, KiB, MiB, GiB, TiB"
                                                        : "durations use ns, us, ms, s, m, h"));
       return std::nullopt;
@@ -97,8 +103,7 @@ std::optional<uint64_t> ReadSize(const dsl::Value& v, Diags& d, std::string_view
 std::optional<uint64_t> ReadInteger(const dsl::Value& v, Diags& d, std::string_view what,
                                     uint64_t min, uint64_t max) {
   if (v.kind == dsl::ValueKind::kQuantity) {
-    d.Error("E022", v.span,
-            std::string(what) + " is a plain number, found " + DescribeValue(v),
+    d.Error("E022", v.span, std::string(what) + " is a plain number, found " + DescribeValue(v),
             "drop the unit: `" + std::to_string(v.number) + "`");
     return std::nullopt;
   }
@@ -119,13 +124,15 @@ std::optional<bool> ReadBool(const dsl::Value& v, Diags& d, std::string_view wha
   if (v.kind == dsl::ValueKind::kIdent && (v.text == "true" || v.text == "false")) {
     return v.text == "true";
   }
-  d.Error("E021", v.span, std::string(what) + " needs `true` or `false`, found " + DescribeValue(v));
+  d.Error("E021", v.span,
+          std::string(what) + " needs `true` or `false`, found " + DescribeValue(v));
   return std::nullopt;
 }
 
 std::optional<std::string> ReadString(const dsl::Value& v, Diags& d, std::string_view what) {
   if (v.kind == dsl::ValueKind::kString) return v.text;
-  d.Error("E021", v.span, std::string(what) + " needs a string in quotes, found " + DescribeValue(v),
+  d.Error("E021", v.span,
+          std::string(what) + " needs a string in quotes, found " + DescribeValue(v),
           v.kind == dsl::ValueKind::kIdent ? "write `\"" + v.text + "\"`" : "");
   return std::nullopt;
 }
@@ -138,7 +145,8 @@ std::optional<std::string> ReadChoice(const dsl::Value& v, Diags& d, std::string
     list += "`" + std::string(choices[i]) + "`";
   }
   if (v.kind != dsl::ValueKind::kIdent) {
-    d.Error("E021", v.span, std::string(what) + " needs one of " + list + ", found " + DescribeValue(v));
+    d.Error("E021", v.span,
+            std::string(what) + " needs one of " + list + ", found " + DescribeValue(v));
     return std::nullopt;
   }
   for (auto c : choices) {
@@ -161,8 +169,10 @@ std::string FormatDuration(uint64_t ns) {
     uint64_t scale;
     const char* name;
   };
-  static constexpr U kUnits[] = {{3600'000'000'000ULL, "h"}, {60'000'000'000ULL, "m"},
-                                 {1'000'000'000ULL, "s"},    {1'000'000ULL, "ms"},
+  static constexpr U kUnits[] = {{3600'000'000'000ULL, "h"},
+                                 {60'000'000'000ULL, "m"},
+                                 {1'000'000'000ULL, "s"},
+                                 {1'000'000ULL, "ms"},
                                  {1'000ULL, "us"}};
   if (ns == 0) return "0s";
   for (const auto& u : kUnits) {
@@ -187,18 +197,38 @@ struct ErrnoEntry {
   int value;
 };
 constexpr ErrnoEntry kErrnos[] = {
-    {"E2BIG", E2BIG},         {"EACCES", EACCES},     {"EAFNOSUPPORT", EAFNOSUPPORT},
-    {"EAGAIN", EAGAIN},       {"EBADF", EBADF},       {"EBUSY", EBUSY},
-    {"ECHILD", ECHILD},       {"ECONNREFUSED", ECONNREFUSED},
-    {"EEXIST", EEXIST},       {"EFAULT", EFAULT},     {"EHOSTUNREACH", EHOSTUNREACH},
-    {"EINVAL", EINVAL},       {"EIO", EIO},           {"EISDIR", EISDIR},
-    {"EMFILE", EMFILE},       {"ENETUNREACH", ENETUNREACH},
-    {"ENFILE", ENFILE},       {"ENODEV", ENODEV},     {"ENOENT", ENOENT},
-    {"ENOEXEC", ENOEXEC},     {"ENOMEM", ENOMEM},     {"ENOSPC", ENOSPC},
-    {"ENOSYS", ENOSYS},       {"ENOTDIR", ENOTDIR},   {"ENOTSUP", ENOTSUP},
-    {"ENXIO", ENXIO},         {"EOPNOTSUPP", EOPNOTSUPP},
-    {"EPERM", EPERM},         {"EPROTONOSUPPORT", EPROTONOSUPPORT},
-    {"EROFS", EROFS},         {"ESRCH", ESRCH},       {"EXDEV", EXDEV},
+    {"E2BIG", E2BIG},
+    {"EACCES", EACCES},
+    {"EAFNOSUPPORT", EAFNOSUPPORT},
+    {"EAGAIN", EAGAIN},
+    {"EBADF", EBADF},
+    {"EBUSY", EBUSY},
+    {"ECHILD", ECHILD},
+    {"ECONNREFUSED", ECONNREFUSED},
+    {"EEXIST", EEXIST},
+    {"EFAULT", EFAULT},
+    {"EHOSTUNREACH", EHOSTUNREACH},
+    {"EINVAL", EINVAL},
+    {"EIO", EIO},
+    {"EISDIR", EISDIR},
+    {"EMFILE", EMFILE},
+    {"ENETUNREACH", ENETUNREACH},
+    {"ENFILE", ENFILE},
+    {"ENODEV", ENODEV},
+    {"ENOENT", ENOENT},
+    {"ENOEXEC", ENOEXEC},
+    {"ENOMEM", ENOMEM},
+    {"ENOSPC", ENOSPC},
+    {"ENOSYS", ENOSYS},
+    {"ENOTDIR", ENOTDIR},
+    {"ENOTSUP", ENOTSUP},
+    {"ENXIO", ENXIO},
+    {"EOPNOTSUPP", EOPNOTSUPP},
+    {"EPERM", EPERM},
+    {"EPROTONOSUPPORT", EPROTONOSUPPORT},
+    {"EROFS", EROFS},
+    {"ESRCH", ESRCH},
+    {"EXDEV", EXDEV},
 };
 }  // namespace
 

@@ -37,7 +37,7 @@ std::string DescribeValue(const dsl::Value& v);
 // Each reader reports E021 (wrong type), E022 (wrong unit kind), E023 (out of range) or E026
 // (unknown name) and returns nullopt on error.
 std::optional<uint64_t> ReadDuration(const dsl::Value& v, Diags& d, std::string_view what);  // ns
-std::optional<uint64_t> ReadSize(const dsl::Value& v, Diags& d, std::string_view what);      // bytes
+std::optional<uint64_t> ReadSize(const dsl::Value& v, Diags& d, std::string_view what);  // bytes
 // A plain integer in [min, max].
 std::optional<uint64_t> ReadInteger(const dsl::Value& v, Diags& d, std::string_view what,
                                     uint64_t min, uint64_t max);

@@ -46,8 +46,8 @@ AddressClass ClassifyV4(const uint8_t* b) {
   // Order matters: the most specific ranges come first.
   static constexpr Range4 kRanges[] = {
       {{169, 254, 169, 254}, 32, AddressClass::kMetadata},
-      {{169, 254, 170, 2}, 32, AddressClass::kMetadata},       // AWS ECS task metadata
-      {{100, 100, 100, 200}, 32, AddressClass::kMetadata},     // Alibaba Cloud
+      {{169, 254, 170, 2}, 32, AddressClass::kMetadata},    // AWS ECS task metadata
+      {{100, 100, 100, 200}, 32, AddressClass::kMetadata},  // Alibaba Cloud
       {{255, 255, 255, 255}, 32, AddressClass::kBroadcast},
       {{0, 0, 0, 0}, 8, AddressClass::kUnspecified},
       {{127, 0, 0, 0}, 8, AddressClass::kLoopback},
@@ -61,7 +61,7 @@ AddressClass ClassifyV4(const uint8_t* b) {
       {{192, 0, 2, 0}, 24, AddressClass::kDocumentation},
       {{198, 51, 100, 0}, 24, AddressClass::kDocumentation},
       {{203, 0, 113, 0}, 24, AddressClass::kDocumentation},
-      {{192, 0, 0, 0}, 24, AddressClass::kReserved},   // IETF protocol assignments
+      {{192, 0, 0, 0}, 24, AddressClass::kReserved},    // IETF protocol assignments
       {{192, 88, 99, 0}, 24, AddressClass::kReserved},  // deprecated 6to4 relay anycast
       {{240, 0, 0, 0}, 4, AddressClass::kReserved},
   };
@@ -74,7 +74,7 @@ AddressClass ClassifyV4(const uint8_t* b) {
 AddressClass ClassifyV6(const IpAddress& a) {
   if (auto v4 = EmbeddedV4(a)) return ClassifyV4(v4->bytes.data());
   const uint8_t* b = a.bytes.data();
-  static constexpr uint8_t kMetadata[16] = {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0, 0,
+  static constexpr uint8_t kMetadata[16] = {0xfd, 0x00, 0x0e, 0xc2, 0, 0, 0,    0,
                                             0,    0,    0,    0,    0, 0, 0x02, 0x54};
   static constexpr uint8_t kZero[16] = {};
   static constexpr uint8_t kLoop[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
@@ -185,18 +185,30 @@ AddressClass Classify(const IpAddress& addr) {
 
 const char* AddressClassName(AddressClass c) {
   switch (c) {
-    case AddressClass::kPublic: return "public";
-    case AddressClass::kLoopback: return "loopback";
-    case AddressClass::kLinkLocal: return "link-local";
-    case AddressClass::kMetadata: return "metadata";
-    case AddressClass::kPrivate: return "private";
-    case AddressClass::kCgnat: return "cgnat";
-    case AddressClass::kMulticast: return "multicast";
-    case AddressClass::kUnspecified: return "unspecified";
-    case AddressClass::kBroadcast: return "broadcast";
-    case AddressClass::kBenchmarking: return "benchmarking";
-    case AddressClass::kDocumentation: return "documentation";
-    case AddressClass::kReserved: return "reserved";
+    case AddressClass::kPublic:
+      return "public";
+    case AddressClass::kLoopback:
+      return "loopback";
+    case AddressClass::kLinkLocal:
+      return "link-local";
+    case AddressClass::kMetadata:
+      return "metadata";
+    case AddressClass::kPrivate:
+      return "private";
+    case AddressClass::kCgnat:
+      return "cgnat";
+    case AddressClass::kMulticast:
+      return "multicast";
+    case AddressClass::kUnspecified:
+      return "unspecified";
+    case AddressClass::kBroadcast:
+      return "broadcast";
+    case AddressClass::kBenchmarking:
+      return "benchmarking";
+    case AddressClass::kDocumentation:
+      return "documentation";
+    case AddressClass::kReserved:
+      return "reserved";
   }
   return "unknown";
 }

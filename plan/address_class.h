@@ -14,8 +14,8 @@
 namespace safex::plan {
 
 struct IpAddress {
-  int family = 0;                    // AF_INET or AF_INET6
-  std::array<uint8_t, 16> bytes{};   // AF_INET: the first 4 bytes, the rest zero
+  int family = 0;                   // AF_INET or AF_INET6
+  std::array<uint8_t, 16> bytes{};  // AF_INET: the first 4 bytes, the rest zero
   // Strict literals only: dotted-quad IPv4 without leading zeros, RFC 4291 IPv6 text (v4-mapped
   // tail allowed). No brackets, no zone ids, no ports, no surrounding whitespace.
   static std::optional<IpAddress> Parse(std::string_view text);

@@ -11,8 +11,8 @@
 namespace safex::plan {
 
 struct Ceilings {
-  Limits max;                           // each limit of a plan must be <= the same field here
-  std::set<Backend> allowed_backends;   // native must be listed explicitly to be usable
+  Limits max;                          // each limit of a plan must be <= the same field here
+  std::set<Backend> allowed_backends;  // native must be listed explicitly to be usable
   // CIDR ranges the operator explicitly admits as egress destinations although they fall in a
   // forbidden class (private, CGNAT, ...). Loopback, link-local and metadata stay forbidden.
   std::vector<std::string> allowed_egress_ranges;

@@ -8,19 +8,26 @@ const char* TrustName(Trust t) { return t == Trust::kTrusted ? "trusted" : "untr
 
 const char* BackendName(Backend b) {
   switch (b) {
-    case Backend::kGvisor: return "gvisor";
-    case Backend::kMicrovm: return "microvm";
-    case Backend::kNative: return "native";
+    case Backend::kGvisor:
+      return "gvisor";
+    case Backend::kMicrovm:
+      return "microvm";
+    case Backend::kNative:
+      return "native";
   }
   return "unknown";
 }
 
 const char* MountKindName(MountKind k) {
   switch (k) {
-    case MountKind::kBind: return "bind";
-    case MountKind::kTmpfs: return "tmpfs";
-    case MountKind::kInput: return "input";
-    case MountKind::kOutput: return "output";
+    case MountKind::kBind:
+      return "bind";
+    case MountKind::kTmpfs:
+      return "tmpfs";
+    case MountKind::kInput:
+      return "input";
+    case MountKind::kOutput:
+      return "output";
   }
   return "unknown";
 }
@@ -29,28 +36,38 @@ const char* ProtocolName(Protocol p) { return p == Protocol::kUdp ? "udp" : "tcp
 
 const char* SyscallActionName(SyscallAction a) {
   switch (a) {
-    case SyscallAction::kAllow: return "allow";
-    case SyscallAction::kErrno: return "errno";
-    case SyscallAction::kKill: return "kill";
-    case SyscallAction::kLog: return "log";
+    case SyscallAction::kAllow:
+      return "allow";
+    case SyscallAction::kErrno:
+      return "errno";
+    case SyscallAction::kKill:
+      return "kill";
+    case SyscallAction::kLog:
+      return "log";
   }
   return "unknown";
 }
 
 const char* ValidatorTargetName(ValidatorTarget t) {
   switch (t) {
-    case ValidatorTarget::kStdout: return "stdout";
-    case ValidatorTarget::kStderr: return "stderr";
-    case ValidatorTarget::kFile: return "file";
+    case ValidatorTarget::kStdout:
+      return "stdout";
+    case ValidatorTarget::kStderr:
+      return "stderr";
+    case ValidatorTarget::kFile:
+      return "file";
   }
   return "unknown";
 }
 
 const char* KvmModeName(KvmMode m) {
   switch (m) {
-    case KvmMode::kAuto: return "auto";
-    case KvmMode::kRequire: return "require";
-    case KvmMode::kNever: return "never";
+    case KvmMode::kAuto:
+      return "auto";
+    case KvmMode::kRequire:
+      return "require";
+    case KvmMode::kNever:
+      return "never";
   }
   return "unknown";
 }

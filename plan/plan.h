@@ -35,11 +35,12 @@ struct Limits {
   uint64_t wall_time_ns = 0;  // the supervisor kills the sandbox at this deadline (exit 124)
   uint64_t cpu_time_ns = 0;   // total CPU time of the run (all threads), enforced from outside
   uint64_t memory_bytes = 0;  // memory of the sandbox (cgroup); exceeding it kills (exit 137)
-  uint64_t pids = 0;          // processes/threads the code may create (RLIMIT_NPROC + cgroup backstop)
-  uint64_t open_files = 0;    // RLIMIT_NOFILE
-  uint64_t output_bytes = 0;  // stdout + stderr captured; more than this stops the run (output-limit)
-  uint64_t disk_bytes = 0;    // largest file (RLIMIT_FSIZE) and default size cap of writable mounts
-  uint32_t cpus = 0;          // CPU rate: at most this many CPUs' worth (cgroup quota)
+  uint64_t pids = 0;  // processes/threads the code may create (RLIMIT_NPROC + cgroup backstop)
+  uint64_t open_files = 0;  // RLIMIT_NOFILE
+  uint64_t output_bytes =
+      0;                    // stdout + stderr captured; more than this stops the run (output-limit)
+  uint64_t disk_bytes = 0;  // largest file (RLIMIT_FSIZE) and default size cap of writable mounts
+  uint32_t cpus = 0;        // CPU rate: at most this many CPUs' worth (cgroup quota)
 };
 
 enum class MountKind {
@@ -51,13 +52,13 @@ enum class MountKind {
 
 struct Mount {
   MountKind kind = MountKind::kBind;
-  std::string target;       // absolute, normalised path inside the sandbox
-  std::string source;       // kBind: absolute host path; empty for the others
+  std::string target;  // absolute, normalised path inside the sandbox
+  std::string source;  // kBind: absolute host path; empty for the others
   bool read_only = true;
   uint64_t size_bytes = 0;  // kTmpfs and kOutput: size cap; 0 for kBind and kInput
   bool nosuid = true;
   bool nodev = true;
-  bool noexec = false;      // writable mounts for untrusted code must be noexec
+  bool noexec = false;  // writable mounts for untrusted code must be noexec
 };
 
 enum class Protocol { kTcp, kUdp };
@@ -127,7 +128,7 @@ struct OutputCollection {
 
 // An explicit, reasoned loosening of an inherited value; review tools flag every one.
 struct Override {
-  std::string field;     // plan field path, e.g. "limits.memory_bytes"
+  std::string field;  // plan field path, e.g. "limits.memory_bytes"
   std::string reason;
   std::string location;  // "file:line:col"
 };

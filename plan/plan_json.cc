@@ -1,8 +1,7 @@
 #include "plan/plan_json.h"
 
-#include <nlohmann/json.hpp>
-
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
@@ -35,10 +34,9 @@ constexpr EnumName<SyscallAction> kSyscallActionNames[] = {{SyscallAction::kAllo
                                                            {SyscallAction::kErrno, "errno"},
                                                            {SyscallAction::kKill, "kill"},
                                                            {SyscallAction::kLog, "log"}};
-constexpr EnumName<ValidatorTarget> kValidatorTargetNames[] = {
-    {ValidatorTarget::kStdout, "stdout"},
-    {ValidatorTarget::kStderr, "stderr"},
-    {ValidatorTarget::kFile, "file"}};
+constexpr EnumName<ValidatorTarget> kValidatorTargetNames[] = {{ValidatorTarget::kStdout, "stdout"},
+                                                               {ValidatorTarget::kStderr, "stderr"},
+                                                               {ValidatorTarget::kFile, "file"}};
 constexpr EnumName<KvmMode> kKvmModeNames[] = {
     {KvmMode::kAuto, "auto"}, {KvmMode::kRequire, "require"}, {KvmMode::kNever, "never"}};
 constexpr EnumName<OverflowAction> kOverflowNames[] = {{OverflowAction::kTruncate, "truncate"},
@@ -111,9 +109,8 @@ Json ToJson(const Plan& p) {
   j["env"] = std::move(env);
   Json rules = Json::array();
   for (const auto& r : p.seccomp.rules) {
-    rules.push_back(Json{{"name", r.name},
-                         {"action", SyscallActionName(r.action)},
-                         {"errno_value", r.errno_value}});
+    rules.push_back(Json{
+        {"name", r.name}, {"action", SyscallActionName(r.action)}, {"errno_value", r.errno_value}});
   }
   j["seccomp"] = Json{{"default_action", SyscallActionName(p.seccomp.default_action)},
                       {"default_errno", p.seccomp.default_errno},
@@ -460,11 +457,12 @@ Plan FromJson(const Json& j, std::string* err) {
       std::string base = Idx("validators", i);
       Reader e((*a)[i], base, err);
       Validator v;
-      v.target = e.Enum<ValidatorTarget>("target", ValidatorTargetFromName, ValidatorTarget::kStdout);
+      v.target =
+          e.Enum<ValidatorTarget>("target", ValidatorTargetFromName, ValidatorTarget::kStdout);
       v.path = e.String("path");
       v.max_bytes = e.U64("max_bytes");
-      v.on_overflow = e.Enum<OverflowAction>("on_overflow", OverflowActionFromName,
-                                             OverflowAction::kReject);
+      v.on_overflow =
+          e.Enum<OverflowAction>("on_overflow", OverflowActionFromName, OverflowAction::kReject);
       v.utf8 = e.Bool("utf8");
       v.control = e.Enum<ControlChars>("control", ControlCharsFromName, ControlChars::kAllow);
       v.max_lines = e.U64("max_lines");
@@ -558,18 +556,20 @@ std::string ToCanonicalJsonWithDigest(const Plan& plan) {
 Result<Plan> PlanFromJson(std::string_view json) {
   try {
     StrictSax sax;
-    bool parsed = Json::sax_parse(json.begin(), json.end(), &sax, nlohmann::detail::input_format_t::json,
-                                  /*strict=*/true);
+    bool parsed =
+        Json::sax_parse(json.begin(), json.end(), &sax, nlohmann::detail::input_format_t::json,
+                        /*strict=*/true);
     if (!parsed || !sax.error().empty()) {
-      return Status::InvalidArgument("plan json: " +
-                                     (sax.error().empty() ? std::string("malformed") : sax.error()));
+      return Status::InvalidArgument(
+          "plan json: " + (sax.error().empty() ? std::string("malformed") : sax.error()));
     }
     std::string err;
     Plan plan = FromJson(sax.root(), &err);
     if (!err.empty()) return Status::InvalidArgument("plan json: " + err);
     auto it = sax.root().find("plan_digest");
     if (it != sax.root().end()) {
-      if (!it->is_string()) return Status::InvalidArgument("plan json: plan_digest is not a string");
+      if (!it->is_string())
+        return Status::InvalidArgument("plan json: plan_digest is not a string");
       std::string want = PlanDigest(plan);
       if (it->get<std::string>() != want) {
         return Status::InvalidArgument("plan json: plan_digest does not match the plan (expected " +

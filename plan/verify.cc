@@ -25,9 +25,11 @@ std::string Bytes(uint64_t b) {
 }
 
 std::string Nanos(uint64_t ns) {
-  static constexpr std::pair<uint64_t, const char*> kUnits[] = {
-      {3600'000'000'000ULL, "h"}, {60'000'000'000ULL, "m"}, {1'000'000'000ULL, "s"},
-      {1'000'000ULL, "ms"}, {1'000ULL, "us"}};
+  static constexpr std::pair<uint64_t, const char*> kUnits[] = {{3600'000'000'000ULL, "h"},
+                                                                {60'000'000'000ULL, "m"},
+                                                                {1'000'000'000ULL, "s"},
+                                                                {1'000'000ULL, "ms"},
+                                                                {1'000ULL, "us"}};
   for (const auto& [scale, name] : kUnits) {
     if (ns != 0 && ns % scale == 0) return std::to_string(ns / scale) + name;
   }
@@ -108,7 +110,8 @@ class Checker {
 
   void CheckStrings() {
     Str("policy_name", p_.policy_name);
-    for (size_t i = 0; i < p_.sources.size(); ++i) Str(Idx("sources", i) + ".path", p_.sources[i].path);
+    for (size_t i = 0; i < p_.sources.size(); ++i)
+      Str(Idx("sources", i) + ".path", p_.sources[i].path);
     Str("gvisor.platform", p_.gvisor.platform);
     Str("process.cwd", p_.process.cwd);
     for (size_t i = 0; i < p_.mounts.size(); ++i) {
@@ -149,8 +152,10 @@ class Checker {
   void CheckHeader() {
     if (p_.format_version != kPlanFormatVersion) {
       Add("E060", "format_version",
-          "plan format version " + std::to_string(p_.format_version) + " is not supported (this "
-          "build reads version " + std::to_string(kPlanFormatVersion) + ")");
+          "plan format version " + std::to_string(p_.format_version) +
+              " is not supported (this "
+              "build reads version " +
+              std::to_string(kPlanFormatVersion) + ")");
     }
     if (p_.policy_name.empty() || p_.policy_name.size() > 128) {
       Add("E086", "policy_name", "policy name must be 1 to 128 bytes");
@@ -312,7 +317,8 @@ class Checker {
       if (m.kind == MountKind::kTmpfs || m.kind == MountKind::kOutput) {
         if (m.size_bytes == 0) {
           Add("E069", f + ".size_bytes",
-              std::string(MountKindName(m.kind)) + " mount at \"" + m.target + "\" has no size cap");
+              std::string(MountKindName(m.kind)) + " mount at \"" + m.target +
+                  "\" has no size cap");
         } else if (m.size_bytes > c_.max.disk_bytes) {
           Add("E069", f + ".size_bytes",
               "mount size " + Bytes(m.size_bytes) + " exceeds this host's disk ceiling of " +
@@ -366,8 +372,8 @@ class Checker {
              host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
     return host == "localhost" || ends(".localhost") || ends(".local") || host == "metadata" ||
-           host == "metadata.google.internal" || host == "instance-data" ||
-           ends(".internal") || host == "ip6-localhost" || host == "ip6-loopback";
+           host == "metadata.google.internal" || host == "instance-data" || ends(".internal") ||
+           host == "ip6-localhost" || host == "ip6-loopback";
   }
 
   void CheckEgress() {
@@ -384,8 +390,8 @@ class Checker {
       if (ip) {
         if (!EgressAllowed(*ip, c_)) {
           Add("E073", f + ".host",
-              "egress to " + e.host + " is refused: it is a " +
-                  AddressClassName(Classify(*ip)) + " address" +
+              "egress to " + e.host + " is refused: it is a " + AddressClassName(Classify(*ip)) +
+                  " address" +
                   (Classify(*ip) == AddressClass::kPrivate || Classify(*ip) == AddressClass::kCgnat
                        ? " outside the host's allowed egress ranges"
                        : ""));
@@ -525,7 +531,8 @@ class Checker {
 
   void CheckValidatorPath(const std::string& f, const std::string& path) {
     if (!IsNormalAbsolutePath(path) || path == "/") {
-      Add("E071", f + ".path", "file validator path \"" + path + "\" is not absolute and normalised");
+      Add("E071", f + ".path",
+          "file validator path \"" + path + "\" is not absolute and normalised");
       return;
     }
     for (const Mount& m : p_.mounts) {
@@ -542,7 +549,8 @@ class Checker {
     for (const Mount& m : p_.mounts) has_output |= m.kind == MountKind::kOutput;
     if (has_output) {
       if (p_.outputs.max_files == 0) {
-        Add("E085", "outputs.max_files", "a plan with an output mount must cap the files collected");
+        Add("E085", "outputs.max_files",
+            "a plan with an output mount must cap the files collected");
       }
       if (p_.outputs.max_total_bytes == 0) {
         Add("E085", "outputs.max_total_bytes",
@@ -623,8 +631,8 @@ bool IsValidDnsName(const std::string& host) {
 bool IsKnownSyscall(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char ch : name) {
-    if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
-          ch == '_')) {
+    if (!(std::islower(static_cast<unsigned char>(ch)) ||
+          std::isdigit(static_cast<unsigned char>(ch)) || ch == '_')) {
       return false;
     }
   }
@@ -648,8 +656,8 @@ const std::vector<std::string>& KnownSyscalls() {
 
 const std::vector<std::string>& ProtectedHostPaths() {
   static const std::vector<std::string> kPaths = {
-      "/proc", "/sys",  "/dev",     "/etc",           "/root",      "/home",     "/boot",
-      "/run",  "/var/run", "/var/lib/safex", "/etc/safex", "/run/safex",
+      "/proc", "/sys", "/dev",     "/etc",           "/root",      "/home",
+      "/boot", "/run", "/var/run", "/var/lib/safex", "/etc/safex", "/run/safex",
   };
   return kPaths;
 }

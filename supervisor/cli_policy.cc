@@ -2,7 +2,8 @@
 // and the host config, and write only what `fmt` reformats.
 //
 // Exit statuses: 0 success; 1 policy errors (check/compile/explain), an unformatted file
-// (fmt --check) or a loosening change (diff); 2 usage errors, unreadable files or a bad host config.
+// (fmt --check) or a loosening change (diff); 2 usage errors, unreadable files or a bad host
+// config.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,8 +106,10 @@ bool WriteAtomically(const std::string& path, const std::string& text) {
   while (ok && off < text.size()) {
     ssize_t n = write(fd, text.data() + off, text.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) ok = false;
-    else off += static_cast<size_t>(n);
+    if (n <= 0)
+      ok = false;
+    else
+      off += static_cast<size_t>(n);
   }
   ok = ok && fsync(fd) == 0;
   ok = close(fd) == 0 && ok;

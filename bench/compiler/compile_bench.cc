@@ -12,8 +12,8 @@
 
 namespace {
 
-const char* kExamples[] = {"base-untrusted", "python-untrusted", "node-untrusted",
-                           "compile-and-test", "notebook-egress", "trusted-tool"};
+const char* kExamples[] = {"base-untrusted",   "python-untrusted", "node-untrusted",
+                           "compile-and-test", "notebook-egress",  "trusted-tool"};
 
 safex::compiler::CompileOptions Options() {
   safex::compiler::CompileOptions opt;
@@ -39,19 +39,21 @@ BENCHMARK(BM_CheckExample)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 // A valid policy of exactly 5,000 lines: every section, 320 syscall rules, 250 environment
 // variables, 60 validators with 30 patterns each (one statement per line), comments for the rest.
 std::string Generated5000() {
-  std::string s = "policy \"big\" {\n  trust = untrusted\n  isolation = gvisor\n  limits {\n"
-                  "    wall_time = 30s\n    cpu_time = 20s\n    memory = 512MiB\n    pids = 64\n"
-                  "    open_files = 256\n    output = 64MiB\n    disk = 64MiB\n    cpus = 1\n  }\n"
-                  "  rootfs host_readonly [\"/usr\", \"/lib\"]\n"
-                  "  mount tmpfs at \"/tmp\" { size = 64MiB }\n"
-                  "  mount output at \"/out\" { size = 16MiB }\n"
-                  "  outputs {\n    max_files = 16\n    max_total = 16MiB\n  }\n"
-                  "  network {\n    egress \"pypi.org:443\"\n  }\n";
+  std::string s =
+      "policy \"big\" {\n  trust = untrusted\n  isolation = gvisor\n  limits {\n"
+      "    wall_time = 30s\n    cpu_time = 20s\n    memory = 512MiB\n    pids = 64\n"
+      "    open_files = 256\n    output = 64MiB\n    disk = 64MiB\n    cpus = 1\n  }\n"
+      "  rootfs host_readonly [\"/usr\", \"/lib\"]\n"
+      "  mount tmpfs at \"/tmp\" { size = 64MiB }\n"
+      "  mount output at \"/out\" { size = 16MiB }\n"
+      "  outputs {\n    max_files = 16\n    max_total = 16MiB\n  }\n"
+      "  network {\n    egress \"pypi.org:443\"\n  }\n";
   s += "  syscalls {\n    default = allow\n";
   const auto& names = safex::plan::KnownSyscalls();
   for (size_t i = 0; i < names.size() && i < 320; ++i) s += "    deny [" + names[i] + "]\n";
   s += "  }\n  env {\n";
-  for (int i = 0; i < 250; ++i) s += "    set VAR_" + std::to_string(i) + " = \"value " + std::to_string(i) + "\"\n";
+  for (int i = 0; i < 250; ++i)
+    s += "    set VAR_" + std::to_string(i) + " = \"value " + std::to_string(i) + "\"\n";
   s += "  }\n";
   for (int v = 0; v < 60; ++v) {
     s += "  validate stdout {\n    max = 1MiB\n";

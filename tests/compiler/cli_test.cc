@@ -1,11 +1,10 @@
 // The policy verbs of the built `safex` binary: exit statuses and output shape.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "plan/plan_json.h"
 #include "tests/compiler/compiler_test_util.h"
@@ -115,7 +114,8 @@ TEST(PolicyCliTest, UsageErrorsExitTwo) {
 TEST(PolicyCliTest, HostConfigCeilingsApply) {
   TempDir dir;
   std::string p = dir.Write("p.policy", Policy("p"));
-  std::string host = dir.Write("host.policy", "host {\n  ceilings {\n    memory = 128MiB\n  }\n}\n");
+  std::string host =
+      dir.Write("host.policy", "host {\n  ceilings {\n    memory = 128MiB\n  }\n}\n");
   CliRun r = Safex({"check", "--host-config", host, p});
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("error[E064]"));
@@ -137,7 +137,9 @@ TEST(PolicyCliTest, CompilePrintsCanonicalJsonWithDigest) {
 
 TEST(PolicyCliTest, CompileRefusesABrokenPolicy) {
   TempDir dir;
-  CliRun r = Safex({"compile", dir.Write("p.policy", Policy("p", "  env {\n    set LD_PRELOAD = \"x\"\n  }\n"))});
+  CliRun r =
+      Safex({"compile",
+             dir.Write("p.policy", Policy("p", "  env {\n    set LD_PRELOAD = \"x\"\n  }\n"))});
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
 }
@@ -155,7 +157,9 @@ TEST(PolicyCliTest, ExplainAndCheckFlagOverrides) {
   TempDir dir;
   dir.Write("base.policy", Policy("base"));
   std::string child = dir.Write(
-      "child.policy", Policy("child", "  limits {\n    @override(\"SEC-7: big model\") memory = 1GiB\n  }\n", "base"));
+      "child.policy",
+      Policy("child", "  limits {\n    @override(\"SEC-7: big model\") memory = 1GiB\n  }\n",
+             "base"));
   CliRun r = Safex({"check", child});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.err, HasSubstr("warning[E053]"));
@@ -184,11 +188,12 @@ TEST(PolicyCliTest, FmtCheckAndRewrite) {
 }
 
 TEST(PolicyCliTest, ExamplesAreFormatted) {
-  CliRun r = Safex({"fmt", "--check", "policies/examples/base-untrusted.policy",
-                 "policies/examples/python-untrusted.policy", "policies/examples/node-untrusted.policy",
-                 "policies/examples/compile-and-test.policy", "policies/examples/notebook-egress.policy",
-                 "policies/examples/trusted-tool.policy", "policies/host.policy"},
-                Src());
+  CliRun r = Safex(
+      {"fmt", "--check", "policies/examples/base-untrusted.policy",
+       "policies/examples/python-untrusted.policy", "policies/examples/node-untrusted.policy",
+       "policies/examples/compile-and-test.policy", "policies/examples/notebook-egress.policy",
+       "policies/examples/trusted-tool.policy", "policies/host.policy"},
+      Src());
   EXPECT_EQ(r.status, 0) << r.out << r.err;
 }
 

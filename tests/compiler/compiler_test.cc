@@ -12,11 +12,11 @@
 namespace safex::compiler {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::Body;
 using testing::Codes;
 using testing::CodesOnly;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using testing::Policy;
 using testing::TempDir;
 
@@ -140,7 +140,8 @@ TEST(CompilerTest, EgressSyscallAndValidatorForms) {
 TEST(CompilerTest, ProvenanceNamesTheStatementAndTheAncestor) {
   TempDir dir;
   std::string base = dir.Write("base.policy", Policy("base"));
-  std::string child = dir.Write("child.policy", Policy("child", "  limits {\n    memory = 256MiB\n  }\n", "base"));
+  std::string child =
+      dir.Write("child.policy", Policy("child", "  limits {\n    memory = 256MiB\n  }\n", "base"));
   auto r = Compile(child);
   ASSERT_TRUE(r.ok()) << RenderAll(r);
   const auto& prov = r.plan->provenance;
@@ -159,8 +160,9 @@ TEST(CompilerTest, ProvenanceNamesTheStatementAndTheAncestor) {
 TEST(CompilerTest, ANarrowerRootfsTightens) {
   TempDir dir;
   dir.Write("base.policy", Policy("base"));
-  auto r = Compile(dir.Write("child.policy",
-                             Policy("child", "  rootfs host_readonly [\"/usr/lib\", \"/lib\"]\n", "base")));
+  auto r = Compile(
+      dir.Write("child.policy",
+                Policy("child", "  rootfs host_readonly [\"/usr/lib\", \"/lib\"]\n", "base")));
   ASSERT_TRUE(r.ok()) << RenderAll(r);
   EXPECT_EQ(r.plan->mounts[0].target, "/usr/lib");
   r = Compile(dir.Write("child2.policy",
@@ -189,7 +191,8 @@ TEST(CompilerTest, AChildMayTighten) {
     set EXTRA = "x"
     unset LANG
   }
-)", "base")));
+)",
+                                                    "base")));
   ASSERT_TRUE(r.ok()) << RenderAll(r);
   EXPECT_TRUE(r.diagnostics.empty()) << RenderAll(r);
   const plan::Plan& p = *r.plan;
@@ -250,7 +253,8 @@ TEST(CompilerTest, OverridesAreRecordedAndWarned) {
     egress "files.pythonhosted.org:443"
   }
   @override("SEC-125: not needed") process { cwd = "/tmp" }
-)", "base"));
+)",
+                                                       "base"));
   auto r = Compile(child);
   ASSERT_TRUE(r.ok()) << RenderAll(r);
   EXPECT_THAT(Codes(r), ElementsAre("E053 3:43", "E053 7:5", "E054 9:36"));
@@ -269,7 +273,8 @@ TEST(CompilerTest, AnOverrideCannotBypassThePlanInvariants) {
   auto r = Compile(dir.Write("child.policy", Policy("child", R"(  @override("SEC-9") network {
     egress "169.254.169.254:80"
   }
-)", "base")));
+)",
+                                                    "base")));
   EXPECT_THAT(CodesOnly(r), ElementsAre("E053", "E073"));
   EXPECT_FALSE(r.ok());
 }
@@ -360,7 +365,8 @@ TEST(CompilerTest, PlanInvariantsPointAtTheSource) {
 )");
   auto line_of = [&](const std::string& needle) {
     auto pos = text.find(needle);
-    return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n') + 1);
+    return std::to_string(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n') +
+                          1);
   };
   auto r = Compile(dir.Write("p.policy", text));
   EXPECT_THAT(Codes(r), ElementsAre("E067 " + line_of("mount bind") + ":3",
@@ -370,7 +376,8 @@ TEST(CompilerTest, PlanInvariantsPointAtTheSource) {
 TEST(CompilerTest, CompilationIsDeterministicAndRoundTrips) {
   TempDir dir;
   dir.Write("base.policy", Policy("base"));
-  std::string child = dir.Write("child.policy", Policy("child", "  limits {\n    pids = 8\n  }\n", "base"));
+  std::string child =
+      dir.Write("child.policy", Policy("child", "  limits {\n    pids = 8\n  }\n", "base"));
   auto a = Compile(child);
   auto b = Compile(child);
   ASSERT_TRUE(a.ok() && b.ok());

@@ -56,11 +56,11 @@ TEST(CompileCorpusTest, EveryBrokenPolicyReportsExactlyItsExpectedDiagnostics) {
     EXPECT_FALSE(r.ok()) << path << " compiled";
   }
   // The corpus exercises each family: structure/types, extends/tightening, plan invariants.
-  for (const char* c : {"E020", "E021", "E022", "E023", "E024", "E025", "E026", "E027", "E028",
-                        "E029", "E032", "E033", "E034", "E035", "E036", "E037", "E040", "E041",
-                        "E042", "E045", "E046", "E047", "E048", "E049", "E050", "E051", "E053",
-                        "E054", "E061", "E064", "E066", "E067", "E068", "E071", "E073", "E074",
-                        "E081", "E083"}) {
+  for (const char* c :
+       {"E020", "E021", "E022", "E023", "E024", "E025", "E026", "E027", "E028", "E029",
+        "E032", "E033", "E034", "E035", "E036", "E037", "E040", "E041", "E042", "E045",
+        "E046", "E047", "E048", "E049", "E050", "E051", "E053", "E054", "E061", "E064",
+        "E066", "E067", "E068", "E071", "E073", "E074", "E081", "E083"}) {
     EXPECT_TRUE(codes.count(c)) << c << " is not exercised by the corpus";
   }
 }

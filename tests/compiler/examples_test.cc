@@ -1,5 +1,5 @@
-// Every example policy checks and compiles; its plan matches tests/golden/<name>.json byte for byte.
-// Regenerate the golden files after an intended change with:
+// Every example policy checks and compiles; its plan matches tests/golden/<name>.json byte for
+// byte. Regenerate the golden files after an intended change with:
 //   SAFEX_UPDATE_GOLDEN=1 ./build/tests/compiler/compiler_examples_test
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -50,8 +50,8 @@ std::string ReadAll(const std::string& path) {
 
 TEST_F(ExamplesTest, TheSixExamplesExist) {
   auto ex = Examples();
-  for (const char* name : {"base-untrusted", "python-untrusted", "node-untrusted", "compile-and-test",
-                           "notebook-egress", "trusted-tool"}) {
+  for (const char* name : {"base-untrusted", "python-untrusted", "node-untrusted",
+                           "compile-and-test", "notebook-egress", "trusted-tool"}) {
     EXPECT_NE(std::find(ex.begin(), ex.end(), std::string("policies/examples/") + name + ".policy"),
               ex.end())
         << name;
@@ -71,8 +71,8 @@ TEST_F(ExamplesTest, EveryExampleCompilesCleanAndMatchesItsGoldenPlan) {
       continue;
     }
     ASSERT_TRUE(fs::exists(golden)) << golden << " missing: run with SAFEX_UPDATE_GOLDEN=1";
-    EXPECT_EQ(json, ReadAll(golden)) << path << " no longer compiles to " << golden
-                                     << " (SAFEX_UPDATE_GOLDEN=1 regenerates it)";
+    EXPECT_EQ(json, ReadAll(golden))
+        << path << " no longer compiles to " << golden << " (SAFEX_UPDATE_GOLDEN=1 regenerates it)";
   }
 }
 

@@ -48,7 +48,8 @@ TEST(HostConfigTest, FullConfig) {
   EXPECT_EQ(c.max.memory_bytes, 4ULL << 30);
   EXPECT_EQ(c.max.pids, 512u);
   EXPECT_EQ(c.max.cpus, 4u);
-  EXPECT_EQ(c.allowed_backends, (std::set<plan::Backend>{plan::Backend::kGvisor, plan::Backend::kNative}));
+  EXPECT_EQ(c.allowed_backends,
+            (std::set<plan::Backend>{plan::Backend::kGvisor, plan::Backend::kNative}));
   EXPECT_EQ(c.allowed_egress_ranges, (std::vector<std::string>{"10.20.0.0/16", "fd12::/16"}));
   EXPECT_EQ(c.forbidden_mount_sources, (std::vector<std::string>{"/srv/secrets"}));
 }

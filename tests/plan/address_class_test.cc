@@ -21,9 +21,9 @@ TEST(IpAddressTest, ParsesStrictLiterals) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->family, AF_INET6);
   EXPECT_EQ(b->ToString(), "2001:db8::1");
-  for (const char* bad : {"", "1.2.3", "1.2.3.4.5", "01.2.3.4", "256.1.1.1", " 1.2.3.4",
-                          "1.2.3.4 ", "[::1]", "fe80::1%eth0", "::1:", "1.2.3.4/32", "example.com",
-                          "0x7f.0.0.1", "2130706433", ":::"}) {
+  for (const char* bad :
+       {"", "1.2.3", "1.2.3.4.5", "01.2.3.4", "256.1.1.1", " 1.2.3.4", "1.2.3.4 ", "[::1]",
+        "fe80::1%eth0", "::1:", "1.2.3.4/32", "example.com", "0x7f.0.0.1", "2130706433", ":::"}) {
     EXPECT_FALSE(IpAddress::Parse(bad)) << bad;
   }
   EXPECT_FALSE(IpAddress::Parse(std::string_view("1.2.3.4\0", 8)));
@@ -82,9 +82,9 @@ TEST(AddressClassTest, EmbeddedIpv4IsJudgedByItsIpv4Address) {
   EXPECT_EQ(C("::ffff:169.254.169.254"), AddressClass::kMetadata);
   EXPECT_EQ(C("::ffff:10.0.0.1"), AddressClass::kPrivate);
   EXPECT_EQ(C("::ffff:8.8.8.8"), AddressClass::kPublic);
-  EXPECT_EQ(C("::ffff:7f00:1"), AddressClass::kLoopback);  // same address, hex tail
+  EXPECT_EQ(C("::ffff:7f00:1"), AddressClass::kLoopback);       // same address, hex tail
   EXPECT_EQ(C("64:ff9b::a9fe:a9fe"), AddressClass::kMetadata);  // NAT64 of 169.254.169.254
-  EXPECT_EQ(C("2002:7f00:1::1"), AddressClass::kLoopback);       // 6to4 of 127.0.0.1
+  EXPECT_EQ(C("2002:7f00:1::1"), AddressClass::kLoopback);      // 6to4 of 127.0.0.1
   EXPECT_EQ(C("2002:808:808::1"), AddressClass::kPublic);
 }
 
@@ -116,10 +116,10 @@ TEST(EgressAllowedTest, ForbiddenClassesAndOperatorRanges) {
   EXPECT_TRUE(ok("8.8.8.8"));
   EXPECT_TRUE(ok("198.18.0.2"));
   EXPECT_TRUE(ok("2606:4700::1111"));
-  for (const char* no : {"127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "169.254.3.3",
-                         "fe80::1", "10.20.1.1", "192.168.0.1", "100.64.0.1", "224.0.0.1", "0.0.0.0",
-                         "::", "255.255.255.255", "240.0.0.1", "::ffff:127.0.0.1",
-                         "::ffff:10.20.1.1"}) {
+  for (const char* no :
+       {"127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "169.254.3.3", "fe80::1",
+        "10.20.1.1", "192.168.0.1", "100.64.0.1", "224.0.0.1", "0.0.0.0", "::", "255.255.255.255",
+        "240.0.0.1", "::ffff:127.0.0.1", "::ffff:10.20.1.1"}) {
     EXPECT_FALSE(ok(no)) << no;
   }
   c.allowed_egress_ranges = {"10.20.0.0/16", "100.64.0.0/10", "0.0.0.0/0", "::/0"};

@@ -1,6 +1,7 @@
 #include "plan/plan_json.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "common/sha256.h"
@@ -94,7 +95,8 @@ TEST(PlanJsonTest, StrictReaderRefusesMalformedDocuments) {
       {"missing", Replace(good, "\"trust\":\"untrusted\",", ""), "trust is missing"},
       {"missing nested", Replace(good, "\"pids\":64,", ""), "limits.pids is missing"},
       {"duplicate", Replace(good, "\"cpus\":1", "\"cpus\":1,\"cpus\":1"), "duplicate key"},
-      {"wrong type", Replace(good, "\"pids\":64", "\"pids\":\"64\""), "limits.pids is not an integer"},
+      {"wrong type", Replace(good, "\"pids\":64", "\"pids\":\"64\""),
+       "limits.pids is not an integer"},
       {"bool type", Replace(good, "\"utf8\":true", "\"utf8\":1"), "not a boolean"},
       {"float", Replace(good, "\"pids\":64", "\"pids\":64.0"), "not an integer"},
       {"negative", Replace(good, "\"pids\":64", "\"pids\":-1"), "negative"},
@@ -107,8 +109,9 @@ TEST(PlanJsonTest, StrictReaderRefusesMalformedDocuments) {
       {"null limits", Replace(good, "\"process\":{", "\"process\":null,\"x\":{"), "process"},
       {"invalid utf8", Replace(good, "\"unit\"", "\"un\xff\""), "byte"},
       {"lone surrogate", Replace(good, "\"unit\"", "\"\\ud800\""), "byte"},
-      {"env non-string", Replace(good, "\"PYTHONDONTWRITEBYTECODE\":\"1\"",
-                                 "\"PYTHONDONTWRITEBYTECODE\":1"), "env.PYTHONDONTWRITEBYTECODE"},
+      {"env non-string",
+       Replace(good, "\"PYTHONDONTWRITEBYTECODE\":\"1\"", "\"PYTHONDONTWRITEBYTECODE\":1"),
+       "env.PYTHONDONTWRITEBYTECODE"},
       {"deep", std::string(100, '[') + std::string(100, ']'), "nesting"},
       {"nan", Replace(good, "\"pids\":64", "\"pids\":NaN"), "byte"},
       {"comment", "/*x*/" + good, "byte"},
@@ -129,8 +132,8 @@ TEST(PlanJsonTest, InvalidUtf8InAPlanDoesNotThrowOnOutput) {
 }
 
 TEST(PlanJsonTest, EnumNamesRoundTrip) {
-  for (auto a : {SyscallAction::kAllow, SyscallAction::kErrno, SyscallAction::kKill,
-                 SyscallAction::kLog}) {
+  for (auto a :
+       {SyscallAction::kAllow, SyscallAction::kErrno, SyscallAction::kKill, SyscallAction::kLog}) {
     EXPECT_EQ(SyscallActionFromName(SyscallActionName(a)), a);
   }
   for (auto k : {MountKind::kBind, MountKind::kTmpfs, MountKind::kInput, MountKind::kOutput}) {

@@ -13,8 +13,8 @@ inline Plan ValidPlan() {
   p.source_digest = Sha256Hex(p.sources[0].sha256);
   p.trust = Trust::kUntrusted;
   p.backend = Backend::kGvisor;
-  p.limits = {30'000'000'000ULL, 20'000'000'000ULL, 512ULL << 20, 64, 256, 1ULL << 20,
-              64ULL << 20, 1};
+  p.limits = {
+      30'000'000'000ULL, 20'000'000'000ULL, 512ULL << 20, 64, 256, 1ULL << 20, 64ULL << 20, 1};
   p.mounts.push_back({MountKind::kBind, "/usr", "/usr", true, 0, true, true, false});
   p.mounts.push_back({MountKind::kTmpfs, "/tmp", "", false, 64ULL << 20, true, true, true});
   p.mounts.push_back({MountKind::kInput, "/data/in", "", true, 0, true, true, true});

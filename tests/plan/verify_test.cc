@@ -281,7 +281,8 @@ TEST(VerifyTest, HandEditedJsonBreakingAnInvariantIsRefused) {
 TEST(PathHelpersTest, NormalisedPaths) {
   EXPECT_TRUE(IsNormalAbsolutePath("/"));
   EXPECT_TRUE(IsNormalAbsolutePath("/a/b.c/..d"));
-  for (const char* bad : {"", "a", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/..", "/.", "/a\nb"}) {
+  for (const char* bad :
+       {"", "a", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/..", "/.", "/a\nb"}) {
     EXPECT_FALSE(IsNormalAbsolutePath(bad)) << bad;
   }
   EXPECT_TRUE(PathWithin("/data/out", "/data"));
@@ -294,8 +295,8 @@ TEST(PathHelpersTest, DnsNamesAndSyscalls) {
   EXPECT_TRUE(IsValidDnsName("pypi.org"));
   EXPECT_TRUE(IsValidDnsName("files.pythonhosted.org."));
   EXPECT_TRUE(IsValidDnsName("a-b.example"));
-  for (const char* bad : {"", ".", "a..b", "-a.com", "a-.com", "a_b.com", "1.2.3.4", "*.a.com",
-                          "a.com:443"}) {
+  for (const char* bad :
+       {"", ".", "a..b", "-a.com", "a-.com", "a_b.com", "1.2.3.4", "*.a.com", "a.com:443"}) {
     EXPECT_FALSE(IsValidDnsName(bad)) << bad;
   }
   EXPECT_FALSE(IsValidDnsName(std::string(64, 'a') + ".com"));
