@@ -142,10 +142,14 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
   uint64_t newlines = 0;
   bool cut_seen = false;
 
-  // A control at [from, to): reject it (returns false) or strip it.
-  auto control = [&](uint64_t from, uint64_t to, std::string what) {
+  // A control at [from, to): reject it (returns false) or strip it. `kind` and `cp` describe it;
+  // the text is only formatted when it is reported (hostile output may hold millions of them).
+  auto control = [&](uint64_t from, uint64_t to, const char* kind, int64_t cp) {
+    auto what = [&] {
+      return cp < 0 ? std::string(kind) : Describe(kind, static_cast<uint32_t>(cp));
+    };
     if (reject) {
-      r.control_error = ScanProblem{from, newlines + 1, std::move(what)};
+      r.control_error = ScanProblem{from, newlines + 1, what()};
       return false;
     }
     if (!r.modified) {
@@ -156,7 +160,7 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
     copied = to;
     r.bytes_removed += to - from;
     ++r.controls_removed;
-    if (!r.first_removed) r.first_removed = ScanProblem{from, newlines + 1, std::move(what)};
+    if (!r.first_removed) r.first_removed = ScanProblem{from, newlines + 1, what()};
     return true;
   };
 
@@ -200,10 +204,10 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
       if (c == 0x1B) {
         const char* kind = "";
         const uint64_t end = EscapeEnd(b, n, i, &kind);
-        if (!control(i, end, kind)) return r;
+        if (!control(i, end, kind, -1)) return r;
         i = end;
       } else {
-        if (!control(i, i + 1, Describe("control character", c))) return r;
+        if (!control(i, i + 1, "control character", c)) return r;
         ++i;
       }
       continue;
@@ -214,12 +218,12 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
       if (check_controls && cp <= 0x9F) {
         const char* kind = "";
         const uint64_t end = C1End(b, n, cp, i + u.length, &kind);
-        if (!control(i, end, Describe(kind, cp))) return r;
+        if (!control(i, end, kind, cp)) return r;
         i = end;
         continue;
       }
       if (check_controls && IsBidiControl(cp)) {
-        if (!control(i, i + u.length, Describe("bidirectional control", cp))) return r;
+        if (!control(i, i + u.length, "bidirectional control", cp)) return r;
       }
       i += u.length;
       continue;
@@ -242,7 +246,7 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
     if (check_controls && c <= 0x9F) {
       const char* kind = "";
       const uint64_t end = C1End(b, n, c, i + 1, &kind);
-      if (!control(i, end, Describe(kind, c))) return r;
+      if (!control(i, end, kind, c)) return r;
       i = end;
       continue;
     }
