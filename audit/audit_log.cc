@@ -301,8 +301,8 @@ Status AuditLog::Init() {
     // SQLite's auto-checkpoint size (1000 pages), so the WAL stays bounded.
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
     // Each process that opens the log alone rebuilds the WAL index by reading the whole WAL; a
-    // smaller WAL (checkpointed every 256 pages, about 50 runs) keeps that cheap.
-    sqlite3_wal_autocheckpoint(db, 256);
+    // smaller WAL (checkpointed every 64 pages, about a dozen runs) keeps that cheap.
+    sqlite3_wal_autocheckpoint(db, 64);
   }
   if (!options_.read_only && sqlite3_db_readonly(db, "main") == 1) {
     return Status::PermissionDenied(
