@@ -147,6 +147,9 @@ TEST_F(GvisorTest, ReadOnlyMountsRefuseWrites) {
 TEST_F(GvisorTest, OnlyStdioDescriptorsAreOpenInside) {
   RunResult r = MustRun(PlanWithProbe(), {kProbe, "fds"});
   EXPECT_EQ(r.stdout_stream.data, "0 1 2 \n");
+  // No controlling terminal either: /dev/tty cannot be opened.
+  r = MustRun(BasePlan(), {"/bin/sh", "-c", "echo x > /dev/tty && echo has-tty || echo no-tty"});
+  EXPECT_EQ(r.stdout_stream.data, "no-tty\n");
 }
 
 TEST_F(GvisorTest, RunsAsTheNonRootUserWithoutCapabilities) {
