@@ -9,7 +9,7 @@
 //   5. the agent moves onto its own tmpfs root      (so the workload can pivot_root away from it)
 //   6. network, cgroup, the workload's root, the seccomp program  (all before the clone)
 //   7. the workload runs; output streamed; in-guest limits enforced; kExit
-//   8. output mounts sent; kOutputsDone; power off  (the host kills the VMM anyway)
+//   8. output mounts sent; kOutputsDone; wait       (the host kills the VMM once it has it all)
 // With `safex.mode=probe` on the kernel command line, the agent stops after kHello: the host uses
 // that boot to learn whether KVM works and how long a boot takes.
 #include <fcntl.h>
@@ -83,10 +83,20 @@ bool ProbeMode() {
   return false;
 }
 
+// After the agent's last frame: QEMU may still hold some of it in its own buffers (a write to the
+// port completes when QEMU has taken the data, not when the host has read it), and powering off
+// now would lose it. The host kills the VM once it has everything; until then, wait. A closed
+// channel means the host is gone: power off.
+[[noreturn]] void WaitForHostThenPowerOff(Channel& ch) {
+  while (ch.Receive(microvm::kMaxSpecFrame)) {
+  }
+  PowerOff();
+}
+
 [[noreturn]] void FailSetup(Channel& ch, const std::string& msg) {
   Log(msg);
   ch.Send(FrameType::kSetupError, msg.substr(0, 4000));
-  PowerOff();
+  WaitForHostThenPowerOff(ch);
 }
 
 int Main() {
@@ -114,7 +124,7 @@ int Main() {
   uname(&u);
   microvm::Hello hello{microvm::kProtocolVersion, u.release, agent_start, BootTimeNs() - agent_start};
   if (!ch->Send(FrameType::kHello, microvm::EncodeHello(hello))) PowerOff();
-  if (ProbeMode()) PowerOff();
+  if (ProbeMode()) WaitForHostThenPowerOff(*ch);
 
   std::optional<microvm::Frame> f = ch->Receive(microvm::kMaxSpecFrame);
   if (!f || f->type != FrameType::kSpec) FailSetup(*ch, "expected the run spec");
@@ -162,7 +172,7 @@ int Main() {
     e.U64(skipped);
     ch->Send(FrameType::kOutputsDone, e.bytes());
   }
-  PowerOff();
+  WaitForHostThenPowerOff(*ch);
 }
 
 }  // namespace

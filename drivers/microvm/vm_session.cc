@@ -47,6 +47,7 @@ class Session {
   }
 
   SessionResult Run(int ctl, int con, int err, int pidfd) {
+    ctl_ = ctl;
     SetNonBlocking(ctl);
     SetNonBlocking(con);
     SetNonBlocking(err);
@@ -84,8 +85,13 @@ class Session {
       if (i_pid >= 0 && fds[i_pid].revents != 0) {
         vmm_alive = false;
         r_.vmm_exited = true;
-        // QEMU is gone: whatever it forwarded is in the socket buffers; take it, then stop.
-        if (ctl >= 0) ReadChannel(ctl);
+        // QEMU is gone: whatever it forwarded is in the socket buffer; take all of it (up to EOF,
+        // bounded), then stop.
+        for (int i = 0; i < 64 && ctl >= 0 && r_.phase != Phase::kDone && r_.violation.empty() &&
+                        !r_.output_cap_hit;
+             ++i) {
+          if (!ReadChannel(ctl)) break;
+        }
         if (con >= 0) ReadConsole(con);
         if (err >= 0) ReadStderr(err);
         break;
@@ -215,6 +221,7 @@ class Session {
           QueueFrame(FrameType::kStdinEnd, "");
         }
         r_.phase = Phase::kSetup;
+        Flush(ctl_);  // now, not at the next poll: the guest is waiting for it
         return;
       }
       case Phase::kSetup:
@@ -291,6 +298,7 @@ class Session {
   }
 
   const SessionConfig& c_;
+  int ctl_ = -1;
   Clock::time_point start_;
   Clock::time_point deadline_;
   FrameReader reader_;

@@ -1,0 +1,313 @@
+// The host's session with a guest, against a scripted fake guest on a socketpair: the happy path,
+// deadlines, and a hostile guest (wrong phase, oversized frames, too much output, bad versions).
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "drivers/microvm/guest_spec.h"
+#include "drivers/microvm/vm_session.h"
+#include "drivers/microvm/wire.h"
+
+namespace safex::microvm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Both ends of every channel RunSession watches. "pid" is a pipe standing in for QEMU's pidfd:
+// readable (EOF) once its write end is closed, i.e. when "QEMU exits".
+struct FakeVm {
+  int host_ctl = -1, guest_ctl = -1, host_con = -1, guest_con = -1;
+  int err_r = -1, err_w = -1, pid_r = -1, pid_w = -1;
+  FakeVm() {
+    int sv[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    host_ctl = sv[0];
+    guest_ctl = sv[1];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    host_con = sv[0];
+    guest_con = sv[1];
+    int p[2];
+    EXPECT_EQ(pipe2(p, O_CLOEXEC), 0);
+    err_r = p[0];
+    err_w = p[1];
+    EXPECT_EQ(pipe2(p, O_CLOEXEC), 0);
+    pid_r = p[0];
+    pid_w = p[1];
+  }
+  ~FakeVm() {
+    for (int fd : {host_ctl, guest_ctl, host_con, guest_con, err_r, err_w, pid_r, pid_w}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void Send(FrameType t, std::string_view payload) {
+    std::string f = EncodeFrame(t, payload);
+    ASSERT_EQ(write(guest_ctl, f.data(), f.size()), static_cast<ssize_t>(f.size()));
+  }
+  void SendRaw(const std::string& bytes) {
+    ASSERT_EQ(write(guest_ctl, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  void Hello(uint32_t version = kProtocolVersion) {
+    Send(FrameType::kHello, EncodeHello({version, "6.1.0-test", 1000, 2000}));
+  }
+  void Exit(int code) {
+    ExitReport e;
+    e.exit_code = code;
+    e.stdout_total = 5;
+    Send(FrameType::kExit, EncodeExit(e));
+  }
+  void Done() {
+    Encoder e;
+    e.U64(0);
+    Send(FrameType::kOutputsDone, e.bytes());
+  }
+  void QemuExits() {
+    close(pid_w);
+    pid_w = -1;
+  }
+  SessionResult Run(const SessionConfig& c) {
+    return RunSession(host_ctl, host_con, err_r, pid_r, c);
+  }
+  // Frames the host wrote to the guest.
+  std::vector<Frame> Received() {
+    fcntl(guest_ctl, F_SETFL, O_NONBLOCK);
+    FrameReader r(kMaxSpecFrame);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(guest_ctl, buf, sizeof buf)) > 0) r.Feed(buf, static_cast<size_t>(n));
+    std::vector<Frame> out;
+    while (auto f = r.Next()) out.push_back(*f);
+    return out;
+  }
+};
+
+SessionConfig Config() {
+  SessionConfig c;
+  c.spec_payload = "SPEC";
+  c.output_cap = 100;
+  c.boot_timeout = milliseconds(2000);
+  c.wall_timeout = milliseconds(2000);
+  c.collect_timeout = milliseconds(2000);
+  return c;
+}
+
+TEST(VmSessionTest, HappyPathDeliversSpecAndStdinAndCollectsEverything) {
+  FakeVm vm;
+  SessionConfig c = Config();
+  c.stdin_data = std::string(300000, 'i');  // several frames, more than a socket buffer
+  std::vector<Frame> got;
+  // The guest as the agent behaves: hello, then nothing until the spec and stdin are in.
+  std::thread guest([&] {
+    vm.Hello();
+    FrameReader reader(kMaxSpecFrame);
+    char buf[65536];
+    bool done = false;
+    while (!done) {
+      ssize_t n = read(vm.guest_ctl, buf, sizeof buf);
+      if (n <= 0) return;
+      reader.Feed(buf, static_cast<size_t>(n));
+      while (auto f = reader.Next()) {
+        got.push_back(*f);
+        done = done || f->type == FrameType::kStdinEnd;
+      }
+    }
+    vm.Send(FrameType::kStarted, "");
+    vm.Send(FrameType::kStdout, "hello");
+    vm.Send(FrameType::kStderr, "warn");
+    vm.Exit(3);
+    vm.Done();
+  });
+  SessionResult r = vm.Run(c);
+  guest.join();
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_TRUE(r.violation.empty()) << r.violation;
+  EXPECT_FALSE(r.timed_out);
+  ASSERT_TRUE(r.hello.has_value());
+  EXPECT_EQ(r.hello->kernel_release, "6.1.0-test");
+  EXPECT_EQ(r.stdout_data, "hello");
+  EXPECT_EQ(r.stderr_data, "warn");
+  ASSERT_TRUE(r.exit.has_value());
+  EXPECT_EQ(r.exit->exit_code, 3);
+  EXPECT_TRUE(r.outputs_complete);
+  EXPECT_LE(r.t_hello, r.t_started);
+  EXPECT_LE(r.t_started, r.t_exit);
+
+  ASSERT_GE(got.size(), 3u);
+  EXPECT_EQ(got[0].type, FrameType::kSpec);
+  EXPECT_EQ(got[0].payload, "SPEC");
+  std::string in;
+  for (size_t i = 1; i + 1 < got.size(); ++i) {
+    EXPECT_EQ(got[i].type, FrameType::kStdinData);
+    EXPECT_LE(got[i].payload.size(), kMaxDataFrame);
+    in += got[i].payload;
+  }
+  EXPECT_EQ(in, *c.stdin_data);
+  EXPECT_EQ(got.back().type, FrameType::kStdinEnd);
+}
+
+TEST(VmSessionTest, ProbeBootStopsAtHello) {
+  FakeVm vm;
+  vm.Hello();
+  SessionConfig c = Config();
+  c.spec_payload.clear();
+  SessionResult r = vm.Run(c);
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_TRUE(r.hello.has_value());
+  EXPECT_TRUE(vm.Received().empty());  // no spec sent
+}
+
+TEST(VmSessionTest, NoHelloMeansABootTimeout) {
+  FakeVm vm;
+  SessionConfig c = Config();
+  c.boot_timeout = milliseconds(200);
+  auto t0 = std::chrono::steady_clock::now();
+  SessionResult r = vm.Run(c);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.phase, Phase::kBooting);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(200));
+}
+
+TEST(VmSessionTest, WallTimeStartsAtStartedAndEndsTheRun) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kStdout, "partial");
+  SessionConfig c = Config();
+  c.wall_timeout = milliseconds(300);
+  SessionResult r = vm.Run(c);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.phase, Phase::kRunning);
+  EXPECT_EQ(r.stdout_data, "partial");
+  EXPECT_GE(r.t_end - r.t_started, milliseconds(300));
+}
+
+TEST(VmSessionTest, GuestSetupErrorBeforeStartIsReported) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kSetupError, "mount erofs: \x1b[31mbad\x01");
+  SessionResult r = vm.Run(Config());
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_EQ(r.guest_setup_error, "mount erofs: ?[31mbad?");  // sanitised
+}
+
+TEST(VmSessionTest, SetupErrorAfterTheProgramStartedIsAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kSetupError, "nothing ran, honest");
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("unexpected frame type 2 while running"), std::string::npos)
+      << r.violation;
+  EXPECT_TRUE(r.guest_setup_error.empty());
+}
+
+TEST(VmSessionTest, WrongProtocolVersionIsRefused) {
+  FakeVm vm;
+  vm.Hello(kProtocolVersion + 1);
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("rebuild the initramfs"), std::string::npos) << r.violation;
+  EXPECT_TRUE(vm.Received().empty());  // the spec is never sent to a guest we do not understand
+}
+
+TEST(VmSessionTest, OutputBeforeStartIsAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStdout, "early");
+  SessionResult r = vm.Run(Config());
+  EXPECT_FALSE(r.violation.empty());
+  EXPECT_TRUE(r.stdout_data.empty());
+}
+
+TEST(VmSessionTest, OversizedFrameHeaderEndsTheSession) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.SendRaw(std::string("\x04\x00\x00\x00\x00\x00\x00\x40", 8));  // 1 GiB of stdout announced
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("announces"), std::string::npos) << r.violation;
+}
+
+TEST(VmSessionTest, PerTypeSizeLimitsApply) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "x");  // kStarted carries nothing
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("oversized frame of type 3"), std::string::npos) << r.violation;
+}
+
+TEST(VmSessionTest, MoreOutputThanTheCapIsCutAndFlagged) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kStdout, std::string(60, 'a'));
+  vm.Send(FrameType::kStderr, std::string(60, 'b'));
+  vm.Exit(0);
+  SessionResult r = vm.Run(Config());  // cap 100
+  EXPECT_TRUE(r.output_cap_hit);
+  EXPECT_EQ(r.stdout_data.size() + r.stderr_data.size(), 100u);
+  EXPECT_EQ(r.stderr_data, std::string(40, 'b'));
+  EXPECT_FALSE(r.exit.has_value());  // the session stopped at the cap
+}
+
+TEST(VmSessionTest, OutputFilesWithoutOutputMountsAreAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Exit(0);
+  FileHeader h;
+  h.path = "x";
+  vm.Send(FrameType::kFileBegin, EncodeFileHeader(h));
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("without output mounts"), std::string::npos) << r.violation;
+  EXPECT_TRUE(r.exit.has_value());
+}
+
+TEST(VmSessionTest, MalformedExitReportIsAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kExit, "short");
+  SessionResult r = vm.Run(Config());
+  EXPECT_EQ(r.violation, "malformed exit report");
+}
+
+TEST(VmSessionTest, QemuExitingEndsTheSessionAfterDrainingTheChannel) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kStdout, "last words");
+  const char msg[] = "qemu: something broke\n";
+  ASSERT_EQ(write(vm.err_w, msg, sizeof msg - 1), static_cast<ssize_t>(sizeof msg - 1));
+  vm.QemuExits();
+  SessionResult r = vm.Run(Config());
+  EXPECT_TRUE(r.vmm_exited);
+  EXPECT_EQ(r.phase, Phase::kRunning);
+  EXPECT_EQ(r.stdout_data, "last words");
+  EXPECT_EQ(r.vmm_stderr, "qemu: something broke\n");
+}
+
+TEST(VmSessionTest, ConsoleKeepsOnlyASanitisedTail) {
+  FakeVm vm;
+  std::string noise(20000, 'n');
+  noise += "\x07tail";
+  ASSERT_EQ(write(vm.guest_con, noise.data(), noise.size()), static_cast<ssize_t>(noise.size()));
+  SessionConfig c = Config();
+  c.boot_timeout = milliseconds(300);
+  c.console_tail_bytes = 64;
+  SessionResult r = vm.Run(c);
+  EXPECT_EQ(r.console_tail.size(), 64u);
+  EXPECT_EQ(r.console_tail.substr(59), "?tail");
+}
+
+TEST(SanitizeTest, KeepsPrintableAsciiAndNewlines) {
+  EXPECT_EQ(Sanitize("ok\n\ttab\x1b[0m\xff", 100), "ok\n\ttab?[0m?");
+  EXPECT_EQ(Sanitize("abcdef", 3), "def");
+}
+
+}  // namespace
+}  // namespace safex::microvm
