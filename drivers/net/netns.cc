@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -63,6 +64,10 @@ namespace {
 // Makes netns_dir a shared mount point, as `ip netns add` does, so that pins propagate to (and
 // unmounts from) other mount namespaces, e.g. a supervisor started with a private /tmp.
 Status PrepareNetnsDir(const std::string& dir) {
+  // Two threads both finding "not a mount point" would stack two bind mounts; serialise (a race
+  // between processes remains possible on first use, as with `ip netns add`, and is harmless).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Errno("mkdir", dir, errno);
   // Security: only changes propagation of (or binds onto itself) the operator-configured netns
   // directory; never a path taken from a policy or request.
