@@ -194,20 +194,25 @@ class Session {
     switch (r_.phase) {
       case Phase::kBooting: {
         if (f.type != FrameType::kHello) return Unexpected(f);
+        // The version comes first in every version of kHello: check it before the rest, so an
+        // initramfs built from other sources gets a message that says so.
+        Decoder version_reader(f.payload);
+        uint32_t version = 0;
+        if (version_reader.U32(&version) && version != kProtocolVersion) {
+          r_.violation = "guest agent speaks protocol " + std::to_string(version) + ", the host " +
+                         std::to_string(kProtocolVersion) +
+                         " (rebuild the initramfs: scripts/build-guest.sh)";
+          return;
+        }
         std::optional<Hello> h = DecodeHello(f.payload);
         if (!h) {
-          r_.violation = "malformed hello";
+          r_.violation = "malformed hello (an initramfs from other sources? rebuild it: "
+                         "scripts/build-guest.sh)";
           return;
         }
         h->kernel_release = Sanitize(h->kernel_release, 128);
         r_.hello = h;
         r_.t_hello = Since();
-        if (h->protocol_version != kProtocolVersion) {
-          r_.violation = "guest agent speaks protocol " + std::to_string(h->protocol_version) +
-                         ", the host " + std::to_string(kProtocolVersion) +
-                         " (rebuild the initramfs: scripts/build-guest.sh)";
-          return;
-        }
         if (c_.spec_payload.empty()) {
           r_.phase = Phase::kDone;  // a probe boot
           return;
