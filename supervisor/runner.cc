@@ -13,6 +13,7 @@
 #include "common/unique_fd.h"
 #include "compiler/compiler.h"
 #include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/microvm/microvm_driver.h"
 #include "plan/plan_json.h"
 #include "plan/verify.h"
 #include "supervisor/output/escape.h"
@@ -137,7 +138,13 @@ Result<drivers::Driver*> Runner::DriverFor(plan::Backend backend) {
       d = std::make_unique<drivers::GvisorDriver>(std::move(g));
       break;
     }
-    case plan::Backend::kMicrovm:
+    case plan::Backend::kMicrovm: {
+      // Its image cache and KVM probe live in /var/lib/safex/microvm (persistent, not /run).
+      drivers::MicrovmOptions m;
+      m.cgroup_parent = options_.cgroup_parent;
+      d = std::make_unique<drivers::MicrovmDriver>(std::move(m));
+      break;
+    }
     case plan::Backend::kNative:
       // Fail closed: a backend this build cannot provide refuses; it never falls back.
       return Status::Unavailable(std::string("backend ") + plan::BackendName(backend) +
