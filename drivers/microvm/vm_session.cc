@@ -96,7 +96,19 @@ class Session {
         if (err >= 0) ReadStderr(err);
         break;
       }
-      if (ctl < 0 && r_.phase != Phase::kDone) break;  // channel closed before the end
+      if (ctl < 0 && r_.phase != Phase::kDone) {
+        // Channel closed before the end: only QEMU holds the other end, so it is exiting. Give it
+        // a moment (within the deadline) so the result can say how it ended.
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+        pollfd p{pidfd, POLLIN, 0};
+        if (vmm_alive &&
+            poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 2000))) > 0) {
+          r_.vmm_exited = true;
+          if (con >= 0) ReadConsole(con);
+          if (err >= 0) ReadStderr(err);
+        }
+        break;
+      }
     }
     r_.t_end = Since();
     r_.console_tail = Sanitize(console_, c_.console_tail_bytes);
