@@ -1,5 +1,6 @@
 #include "compiler/host_config.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <functional>
@@ -128,6 +129,49 @@ void ForbidMounts(const Statement& s, Diags& d, plan::Ceilings& c) {
   }
 }
 
+void Network(const Statement& s, Diags& d, NetworkSettings& n) {
+  if (!ExpectBlock(s, d, "network")) return;
+  std::set<std::string> seen;
+  for (const Statement& x : s.block) {
+    std::string kw = Keyword(x, d);
+    if (kw.empty()) continue;
+    static const std::vector<std::string_view> kKeys = {"pool", "uplink", "manage_ip_forward"};
+    bool known = false;
+    for (auto k : kKeys) known |= kw == k;
+    if (!known) {
+      std::string near = dsl::ClosestMatch(kw, kKeys);
+      d.Error("E020", x.head[0].span, "unknown network setting `" + kw + "`",
+              near.empty() ? "" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (!seen.insert(kw).second) {
+      d.Error("E025", x.head[0].span, "`" + kw + "` is set twice");
+      continue;
+    }
+    if (!ExpectAssignment(x, d, kw)) continue;
+    if (kw == "manage_ip_forward") {
+      if (auto b = ReadBool(x.assigned, d, kw)) n.manage_ip_forward = *b;
+      continue;
+    }
+    auto text = ReadString(x.assigned, d, kw);
+    if (!text) continue;
+    if (kw == "pool") {
+      auto cidr = plan::Cidr::Parse(*text);
+      if (!cidr || cidr->base.family != AF_INET || cidr->prefix < 8 || cidr->prefix > 30) {
+        d.Error("E091", x.assigned.span, "invalid address pool \"" + *text + "\"",
+                "write an IPv4 CIDR range between /8 and /30, e.g. \"198.18.128.0/17\"");
+        continue;
+      }
+      n.pool = cidr->ToString();
+    } else if (!text->empty() && !plan::IsNormalAbsolutePath(*text)) {
+      d.Error("E092", x.assigned.span, "\"" + *text + "\" is not an absolute, normalised path",
+              "name a network namespace file such as \"/run/netns/uplink\", or \"\" for the host");
+    } else {
+      n.uplink_netns = *text;
+    }
+  }
+}
+
 using Section = std::function<void(const Statement&, Diags&, HostConfig&)>;
 
 // The host block's keys. A new section (e.g. `service`) is one more entry.
@@ -139,6 +183,7 @@ const std::map<std::string, Section>& Sections() {
        [](const Statement& s, Diags& d, HostConfig& h) { EgressRanges(s, d, h.ceilings); }},
       {"forbid_mounts",
        [](const Statement& s, Diags& d, HostConfig& h) { ForbidMounts(s, d, h.ceilings); }},
+      {"network", [](const Statement& s, Diags& d, HostConfig& h) { Network(s, d, h.network); }},
   };
   return kSections;
 }
@@ -194,8 +239,14 @@ bool ParseHostConfig(const std::string& path, const std::string& text, HostConfi
 }
 
 Result<plan::Ceilings> LoadHostConfig(const std::string& path) {
+  auto h = LoadHostConfigFile(path);
+  if (!h.ok()) return h.status();
+  return h->ceilings;
+}
+
+Result<HostConfig> LoadHostConfigFile(const std::string& path) {
   struct stat st;
-  if (stat(path.c_str(), &st) != 0 && errno == ENOENT) return plan::DefaultCeilings();
+  if (stat(path.c_str(), &st) != 0 && errno == ENOENT) return HostConfig{};
   std::string err;
   auto text = ReadSourceFile(path, &err);
   if (!text) return Status::InvalidArgument("host config " + path + ": " + err);
@@ -206,7 +257,7 @@ Result<plan::Ceilings> LoadHostConfig(const std::string& path) {
     for (const auto& d : diags) rendered += dsl::RenderDiagnostic(d, *text);
     return Status::InvalidArgument("host config " + path + " has errors:\n" + rendered);
   }
-  return h.ceilings;
+  return h;
 }
 
 }  // namespace safex::compiler

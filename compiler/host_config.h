@@ -28,8 +28,21 @@ namespace safex::compiler {
 
 inline constexpr const char* kDefaultHostConfigPath = "/etc/safex/host.policy";
 
+// Per-run networks for plans that grant egress (drivers/net; docs/network.md).
+//   network {
+//     pool = "198.18.128.0/17"       # IPv4 range for the runs' links, one /30 per run
+//     uplink = "/run/netns/uplink"   # namespace that carries permitted traffic on ("" = the host's)
+//     manage_ip_forward = true       # turn forwarding on in the uplink when a run needs it
+//   }
+struct NetworkSettings {
+  std::string pool = "198.18.128.0/17";
+  std::string uplink_netns;
+  bool manage_ip_forward = true;
+};
+
 struct HostConfig {
   plan::Ceilings ceilings = plan::DefaultCeilings();
+  NetworkSettings network;
 };
 
 // Parses host config text. Returns false and appends diagnostics (all of them) on error.
@@ -39,5 +52,7 @@ bool ParseHostConfig(const std::string& path, const std::string& text, HostConfi
 // Reads the host config at `path`. Absent file -> DefaultCeilings(). Any other problem is an
 // InvalidArgument whose message holds the rendered diagnostics.
 Result<plan::Ceilings> LoadHostConfig(const std::string& path = kDefaultHostConfigPath);
+// The whole host config (ceilings and every other section); absent file -> defaults.
+Result<HostConfig> LoadHostConfigFile(const std::string& path = kDefaultHostConfigPath);
 
 }  // namespace safex::compiler

@@ -15,6 +15,7 @@
 #include "common/unique_fd.h"
 #include "compiler/host_config.h"
 #include "supervisor/cli.h"
+#include "supervisor/network.h"
 #include "supervisor/runner.h"
 
 namespace safex::cli {
@@ -135,10 +136,10 @@ int DoRun(const RunFlags& f) {
     if (!data.ok()) return refuse(data.status().message());
     spec.stdin_data = std::move(data).value();
   }
-  auto ceilings = compiler::LoadHostConfig(f.host_config);
-  if (!ceilings.ok()) return refuse("host config: " + ceilings.status().message());
+  auto host = compiler::LoadHostConfigFile(f.host_config);
+  if (!host.ok()) return refuse("host config: " + host.status().message());
 
-  auto prepared = supervisor::PreparePlan(f.policy, f.search_path, *ceilings, &refusal);
+  auto prepared = supervisor::PreparePlan(f.policy, f.search_path, host->ceilings, &refusal);
   if (!prepared.ok()) {
     supervisor::Runner::RecordRefusal(**log, spec, &refusal);
     return Report(refusal, f.json);
@@ -147,7 +148,9 @@ int DoRun(const RunFlags& f) {
   supervisor::RunnerOptions options;
   options.state_root = f.state_root;
   options.runsc_path = f.runsc;
-  options.ceilings = *ceilings;
+  options.ceilings = host->ceilings;
+  options.network_provider = supervisor::MakeNetworkProvider(
+      supervisor::NetworkConfigFrom(host->network, f.state_root), host->ceilings);
   supervisor::Runner runner(std::move(options));
   supervisor::RunReport report = runner.Execute(*prepared, spec, **log);
   return Report(report, f.json);

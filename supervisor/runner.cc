@@ -135,6 +135,7 @@ Result<drivers::Driver*> Runner::DriverFor(plan::Backend backend) {
       g.runsc_path = options_.runsc_path;
       g.state_root = options_.state_root;
       g.cgroup_parent = options_.cgroup_parent;
+      g.network_provider = options_.network_provider;
       d = std::make_unique<drivers::GvisorDriver>(std::move(g));
       break;
     }

@@ -23,6 +23,7 @@
 
 #include "audit/audit_log.h"
 #include "drivers/driver.h"
+#include "drivers/gvisor/gvisor_driver.h"
 #include "plan/ceilings.h"
 #include "plan/plan.h"
 #include "supervisor/output/output_files.h"
@@ -36,6 +37,9 @@ struct RunnerOptions {
   std::string runsc_path = "/usr/local/bin/runsc";
   std::string cgroup_parent = "safex";
   plan::Ceilings ceilings = plan::DefaultCeilings();
+  // Builds the network of runs whose plan grants egress (supervisor/network.h). Empty: such runs
+  // are refused.
+  drivers::NetworkProvider network_provider;
 };
 
 // What the caller asked for, besides the policy.

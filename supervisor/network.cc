@@ -1,0 +1,53 @@
+#include "supervisor/network.h"
+
+#include <memory>
+#include <utility>
+
+#include "drivers/net/run_network.h"
+
+namespace safex::supervisor {
+namespace {
+
+class RunNetworkAdapter : public drivers::RunNetworkHandle {
+ public:
+  explicit RunNetworkAdapter(drivers::net::RunNetwork n) : n_(std::move(n)) {}
+  int netns_fd() const override { return n_.netns_fd(); }
+  std::string hosts_file() const override { return n_.hosts_file(); }
+  uint64_t DeniedEgress() override { return n_.DeniedCount(); }
+  Status Teardown() override { return n_.Teardown(); }
+
+ private:
+  drivers::net::RunNetwork n_;
+};
+
+}  // namespace
+
+drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings,
+                                              const std::string& state_root) {
+  drivers::net::NetworkConfig c;
+  c.pool_cidr = settings.pool;
+  c.uplink_netns = settings.uplink_netns;
+  c.manage_ip_forward = settings.manage_ip_forward;
+  c.state_dir = state_root + "/net";
+  return c;
+}
+
+drivers::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
+                                             plan::Ceilings ceilings,
+                                             drivers::net::Resolver resolver) {
+  return [config = std::move(config), ceilings = std::move(ceilings),
+          resolver = std::move(resolver)](const plan::Plan& plan, const std::string& run_id)
+             -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+    SAFEX_RETURN_IF_ERROR(drivers::net::ValidateNetworkConfig(config));
+    // Names are resolved now, when the run starts, and every answer judged; the sandbox gets the
+    // answers through its own /etc/hosts and can reach no DNS server.
+    auto resolved = drivers::net::ResolveEgress(plan.network.egress, ceilings, resolver);
+    if (!resolved.ok()) return resolved.status().With("egress refused");
+    auto net = drivers::net::RunNetwork::Create(config, run_id, *resolved);
+    if (!net.ok()) return net.status().With("run network");
+    return std::unique_ptr<drivers::RunNetworkHandle>(
+        std::make_unique<RunNetworkAdapter>(std::move(net).value()));
+  };
+}
+
+}  // namespace safex::supervisor

@@ -1,0 +1,23 @@
+// Per-run networks for plans that grant egress: the supervisor resolves the plan's hosts (refusing
+// forbidden answers), builds a drivers::net::RunNetwork and hands it to the driver through
+// drivers::NetworkProvider. Plans without egress never get here (no network at all).
+#pragma once
+
+#include "compiler/host_config.h"
+#include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/net/network_config.h"
+#include "drivers/net/resolve.h"
+#include "plan/ceilings.h"
+
+namespace safex::supervisor {
+
+// The operator's network settings as the network module takes them.
+drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings,
+                                              const std::string& state_root);
+
+// A provider that resolves with `resolver` (the system's by default) when each run starts.
+drivers::NetworkProvider MakeNetworkProvider(
+    drivers::net::NetworkConfig config, plan::Ceilings ceilings,
+    drivers::net::Resolver resolver = drivers::net::SystemResolver());
+
+}  // namespace safex::supervisor
