@@ -16,6 +16,7 @@
 #include "drivers/microvm/microvm_driver.h"
 #include "plan/plan_json.h"
 #include "plan/verify.h"
+#include "supervisor/input_stage.h"
 #include "supervisor/output/escape.h"
 #include "supervisor/output/report_json.h"
 
@@ -216,6 +217,17 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     return refuse(Verdict::kRefused, "validators: " + validators.status().message());
   }
 
+  // The input is a read-only snapshot of the caller's directory (supervisor/input_stage.h).
+  std::optional<StagedInput> staged_input;
+  if (!spec.input_dir.empty()) {
+    InputLimits limits;
+    limits.max_bytes = plan.limits.disk_bytes;
+    auto staged = StagedInput::Create(spec.input_dir,
+                                      options_.state_root + "/input-" + report.run_id, limits);
+    if (!staged.ok()) return refuse(Verdict::kRefused, "input: " + staged.status().message());
+    staged_input = std::move(staged).value();
+  }
+
   // 2. The backend named by the plan, and nothing else.
   auto driver = DriverFor(plan.backend);
   if (!driver.ok()) return refuse(Verdict::kRefused, driver.status().message());
@@ -242,7 +254,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     request.run_id = report.run_id;
     request.argv = spec.argv;
     request.stdin_data = spec.stdin_data;
-    request.input_dir = spec.input_dir;
+    request.input_dir = staged_input ? staged_input->path() : "";
     request.collect_output = [&files](const plan::Mount& m, int dirfd) { files.Collect(m, dirfd); };
 
     auto result = (*driver)->Run(plan, request);

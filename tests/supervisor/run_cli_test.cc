@@ -197,9 +197,7 @@ TEST_F(RunCliTest, StdinInputAndOutputFiles) {
            "data = sys.stdin.read()\n"
            "json.dump({'len': len(data)}, open('/data/out/result.json', 'w'))\n"
            "print('done')\n");
-  // The sandbox runs as nobody: the caller's input must be readable by it.
-  chmod(in.path().c_str(), 0755);
-  chmod(in.Join("script.py").c_str(), 0644);
+  // The caller's directory is private (mkdtemp: 0700); the run sees a readable snapshot of it.
   std::string stdin_file = dir_.Write("stdin.txt", "hello");
   std::string out = out_parent.Join("out");
   ProcessOutput r = Run(Example("python-untrusted"), {"python3", "/data/in/script.py"},
@@ -209,6 +207,27 @@ TEST_F(RunCliTest, StdinInputAndOutputFiles) {
   std::ifstream f(out + "/result.json");
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "{\"len\": 5}");
+}
+
+TEST_F(RunCliTest, InputIsASnapshotOfPlainFilesOnly) {
+  TempDir in;
+  in.Write("data.txt", "payload");
+  ProcessOutput r = Run(Example("python-untrusted"),
+                        {"python3", "-c",
+                         "import os\n"
+                         "print(open('/data/in/data.txt').read())\n"
+                         "try:\n  open('/data/in/new', 'w')\nexcept OSError as e:\n  print(e.errno)"},
+                        {"--input", in.path()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // EACCES (read-only snapshot) or EROFS (read-only mount): either way the input cannot change.
+  EXPECT_TRUE(r.out == "payload\n13\n" || r.out == "payload\n30\n") << r.out;
+  // A symlink in the input is refused before anything runs, and nothing is left behind.
+  ASSERT_EQ(symlink("/etc/shadow", in.Join("link").c_str()), 0);
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"python3", "-c", "print(1)"},
+                             {"--input", in.path()});
+  EXPECT_EQ(last_status_, 125);
+  EXPECT_EQ(j["verdict"], "refused");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("symbolic link"));
 }
 
 TEST_F(RunCliTest, RejectedOutputFileIsNotDelivered) {
