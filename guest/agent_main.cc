@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "drivers/microvm/guest_spec.h"
@@ -122,7 +122,8 @@ int Main() {
 
   utsname u{};
   uname(&u);
-  microvm::Hello hello{microvm::kProtocolVersion, u.release, agent_start, BootTimeNs() - agent_start};
+  microvm::Hello hello{microvm::kProtocolVersion, u.release, agent_start,
+                       BootTimeNs() - agent_start};
   if (!ch->Send(FrameType::kHello, microvm::EncodeHello(hello))) PowerOff();
   if (ProbeMode()) WaitForHostThenPowerOff(*ch);
 

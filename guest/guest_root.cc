@@ -150,7 +150,8 @@ std::string SwitchAgentRoot() {
   for (const char* d : {"/dev", "/proc", "/sys"}) {
     std::string to = root + d;
     if (mkdir(to.c_str(), 0755) != 0) return ErrnoMessage("mkdir " + to);
-    if (mount(d, to.c_str(), nullptr, MS_MOVE, nullptr) != 0) return MountError("move " + std::string(d), to);
+    if (mount(d, to.c_str(), nullptr, MS_MOVE, nullptr) != 0)
+      return MountError("move " + std::string(d), to);
   }
   for (const char* d : {"/wl", "/ro", "/in"}) {
     std::string p = root + d;
@@ -242,9 +243,8 @@ std::string BuildWorkloadRoot(const microvm::GuestSpec& spec, std::chrono::milli
         if (m.image_path.empty()) {
           // No input directory was given: an empty, read-only directory, as under gVisor.
           err = MountTmpfs(t, 4096, "0755", flags);
-          if (err.empty() &&
-              mount(nullptr, t.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, nullptr) !=
-                  0) {
+          if (err.empty() && mount(nullptr, t.c_str(), nullptr,
+                                   MS_BIND | MS_REMOUNT | MS_RDONLY | flags, nullptr) != 0) {
             err = MountError("remount read-only", t);
           }
         } else {

@@ -4,7 +4,8 @@
 // nodes and the /etc files the host sent, remounted read-only once built. Under it:
 //   - kBind mounts: read-only bind mounts of paths inside the rootfs image (an erofs disk the host
 //     built from the plan's host paths; the guest never sees any other host file);
-//   - kInput: the input disk (erofs, read-only), or an empty read-only tmpfs when no input was given;
+//   - kInput: the input disk (erofs, read-only), or an empty read-only tmpfs when no input was
+//   given;
 //   - kTmpfs and kOutput: fresh size-capped tmpfs (charged to the workload's memory cgroup);
 //   - /dev (null, zero, full, random, urandom, fd links, a size-capped /dev/shm), /sys read-only;
 //     /proc is mounted by the workload's child after it enters its own pid namespace.

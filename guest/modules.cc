@@ -13,7 +13,8 @@ namespace safex::guest {
 
 std::string LoadModules(const std::string& dir) {
   std::string order;
-  if (!ReadSmallFile(dir + "/load.order", &order)) return ErrnoMessage("read " + dir + "/load.order");
+  if (!ReadSmallFile(dir + "/load.order", &order))
+    return ErrnoMessage("read " + dir + "/load.order");
   size_t start = 0;
   while (start < order.size()) {
     size_t end = order.find('\n', start);

@@ -38,9 +38,11 @@ bool SetAddr(sockaddr* sa, const std::string& dotted) {
 std::string Up(int fd, const char* ifname) {
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
-  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) return ErrnoMessage(std::string("SIOCGIFFLAGS ") + ifname);
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0)
+    return ErrnoMessage(std::string("SIOCGIFFLAGS ") + ifname);
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) return ErrnoMessage(std::string("SIOCSIFFLAGS ") + ifname);
+  if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0)
+    return ErrnoMessage(std::string("SIOCSIFFLAGS ") + ifname);
   return "";
 }
 

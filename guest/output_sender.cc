@@ -141,8 +141,8 @@ struct Walker {
 bool SendOutputs(const microvm::GuestSpec& spec, Channel& channel, uint64_t* skipped) {
   Walker w{spec, channel};
   w.entries_left = spec.max_output_files > 0 ? spec.max_output_files + 1 : 100000;
-  w.bytes_left = spec.max_output_bytes > 0 ? spec.max_output_bytes
-                                           : std::numeric_limits<uint64_t>::max();
+  w.bytes_left =
+      spec.max_output_bytes > 0 ? spec.max_output_bytes : std::numeric_limits<uint64_t>::max();
   for (size_t i = 0; i < spec.mounts.size() && w.ok; ++i) {
     const microvm::GuestMount& m = spec.mounts[i];
     if (m.kind != microvm::GuestMountKind::kOutput) continue;

@@ -12,10 +12,14 @@ namespace {
 
 uint32_t ToAction(microvm::GuestSyscallAction a, int32_t errno_value) {
   switch (a) {
-    case microvm::GuestSyscallAction::kAllow: return SCMP_ACT_ALLOW;
-    case microvm::GuestSyscallAction::kErrno: return SCMP_ACT_ERRNO(static_cast<uint16_t>(errno_value));
-    case microvm::GuestSyscallAction::kKill: return SCMP_ACT_KILL_PROCESS;
-    case microvm::GuestSyscallAction::kLog: return SCMP_ACT_LOG;
+    case microvm::GuestSyscallAction::kAllow:
+      return SCMP_ACT_ALLOW;
+    case microvm::GuestSyscallAction::kErrno:
+      return SCMP_ACT_ERRNO(static_cast<uint16_t>(errno_value));
+    case microvm::GuestSyscallAction::kKill:
+      return SCMP_ACT_KILL_PROCESS;
+    case microvm::GuestSyscallAction::kLog:
+      return SCMP_ACT_LOG;
   }
   return SCMP_ACT_KILL_PROCESS;
 }

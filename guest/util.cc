@@ -80,7 +80,8 @@ int MakeDirs(const std::string& path) {
 }
 
 std::string_view TrimNewline(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -88,7 +89,8 @@ void Log(const std::string& msg) {
   timespec ts{};
   clock_gettime(CLOCK_BOOTTIME, &ts);
   char stamp[32];
-  std::snprintf(stamp, sizeof stamp, "[%ld.%03ld] ", static_cast<long>(ts.tv_sec), ts.tv_nsec / 1000000);
+  std::snprintf(stamp, sizeof stamp, "[%ld.%03ld] ", static_cast<long>(ts.tv_sec),
+                ts.tv_nsec / 1000000);
   std::string line = std::string(stamp) + "safex-agent: " + msg + "\n";
   // PID 1's stdout/stderr are /dev/console (set up by the kernel before exec'ing /init).
   (void)!write(2, line.data(), line.size());

@@ -1,8 +1,8 @@
 #include "guest/workload.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -57,28 +57,50 @@ enum ChildStep : int32_t {
 
 const char* StepName(int32_t s) {
   switch (s) {
-    case kStepDupHigh: return "fcntl(F_DUPFD_CLOEXEC)";
-    case kStepDupTarget: return "dup2";
-    case kStepCloseRange: return "close_range";
-    case kStepSetsid: return "setsid";
-    case kStepSignals: return "signal dispositions";
-    case kStepMountPrivate: return "mount(MS_PRIVATE)";
-    case kStepChdirRoot: return "chdir(workload root)";
-    case kStepPivotRoot: return "pivot_root";
-    case kStepDetachOld: return "umount2(old root)";
-    case kStepMountProc: return "mount(/proc)";
-    case kStepHostname: return "sethostname";
-    case kStepRlimit: return "setrlimit";
-    case kStepCapBound: return "prctl(PR_CAPBSET_DROP)";
-    case kStepGroups: return "setgroups";
-    case kStepGid: return "setresgid";
-    case kStepUid: return "setresuid";
-    case kStepCapset: return "capset";
-    case kStepAmbient: return "prctl(PR_CAP_AMBIENT)";
-    case kStepNoNewPrivs: return "prctl(PR_SET_NO_NEW_PRIVS)";
-    case kStepChdir: return "chdir(cwd)";
-    case kStepSeccomp: return "seccomp";
-    case kStepExec: return "execve";
+    case kStepDupHigh:
+      return "fcntl(F_DUPFD_CLOEXEC)";
+    case kStepDupTarget:
+      return "dup2";
+    case kStepCloseRange:
+      return "close_range";
+    case kStepSetsid:
+      return "setsid";
+    case kStepSignals:
+      return "signal dispositions";
+    case kStepMountPrivate:
+      return "mount(MS_PRIVATE)";
+    case kStepChdirRoot:
+      return "chdir(workload root)";
+    case kStepPivotRoot:
+      return "pivot_root";
+    case kStepDetachOld:
+      return "umount2(old root)";
+    case kStepMountProc:
+      return "mount(/proc)";
+    case kStepHostname:
+      return "sethostname";
+    case kStepRlimit:
+      return "setrlimit";
+    case kStepCapBound:
+      return "prctl(PR_CAPBSET_DROP)";
+    case kStepGroups:
+      return "setgroups";
+    case kStepGid:
+      return "setresgid";
+    case kStepUid:
+      return "setresuid";
+    case kStepCapset:
+      return "capset";
+    case kStepAmbient:
+      return "prctl(PR_CAP_AMBIENT)";
+    case kStepNoNewPrivs:
+      return "prctl(PR_SET_NO_NEW_PRIVS)";
+    case kStepChdir:
+      return "chdir(cwd)";
+    case kStepSeccomp:
+      return "seccomp";
+    case kStepExec:
+      return "execve";
   }
   return "child setup";
 }
@@ -480,8 +502,8 @@ ExitReport Supervise(Spawned s, const microvm::GuestSpec& spec, const WorkloadCg
   }
   if (rep.limit == GuestLimit::kNone && rep.fork_failures > 0) {
     rep.limit = GuestLimit::kPids;
-    rep.detail = "fork failed " + std::to_string(rep.fork_failures) + " times at pids = " +
-                 std::to_string(spec.pids);
+    rep.detail = "fork failed " + std::to_string(rep.fork_failures) +
+                 " times at pids = " + std::to_string(spec.pids);
   }
   return rep;
 }

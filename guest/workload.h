@@ -7,8 +7,8 @@
 //   -> mounts private -> pivot_root into the workload root (the agent's filesystems become
 //   unreachable) -> /proc of its own pid namespace -> hostname -> rlimits (NOFILE, NPROC, FSIZE,
 //   CORE=0, CPU backstop) -> empty capability bounding set -> groups, gid, uid -> no capabilities
-//   -> no_new_privs -> chdir(cwd) -> seccomp program -> execve (argv[0] looked up in the plan's PATH
-//   when it has no '/').
+//   -> no_new_privs -> chdir(cwd) -> seccomp program -> execve (argv[0] looked up in the plan's
+//   PATH when it has no '/').
 #pragma once
 
 #include <linux/filter.h>
@@ -34,7 +34,7 @@ struct Spawned {
 struct SpawnOutcome {
   std::optional<Spawned> spawned;  // set when the program is running (execve succeeded)
   // Otherwise one of these:
-  std::string setup_error;         // the sandbox could not be prepared: nothing ran
+  std::string setup_error;  // the sandbox could not be prepared: nothing ran
   std::optional<microvm::ExitReport> exec_failure;  // execve failed: exit 127 (not found) or 126
 };
 

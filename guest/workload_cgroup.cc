@@ -53,9 +53,9 @@ std::optional<WorkloadCgroup> WorkloadCgroup::Create(const microvm::GuestSpec& s
       // An OOM kill takes the whole workload, as the host-side cgroup does under gVisor.
       {"memory.oom.group", "1", false},
       {"pids.max", std::to_string(spec.pids), false},
-      {"cpu.max", spec.cpus > 0 ? std::to_string(spec.cpus * kCpuPeriodUs) + " " +
-                                      std::to_string(kCpuPeriodUs)
-                                : std::string("max ") + std::to_string(kCpuPeriodUs),
+      {"cpu.max",
+       spec.cpus > 0 ? std::to_string(spec.cpus * kCpuPeriodUs) + " " + std::to_string(kCpuPeriodUs)
+                     : std::string("max ") + std::to_string(kCpuPeriodUs),
        false},
   };
   for (const Setting& s : settings) {

@@ -22,10 +22,10 @@ class WorkloadCgroup {
 
   // O_DIRECTORY fd of the cgroup (clone3's cgroup field).
   int dir_fd() const { return dir_fd_; }
-  uint64_t CpuNs() const;          // cpu.stat usage_usec * 1000
+  uint64_t CpuNs() const;            // cpu.stat usage_usec * 1000
   uint64_t PeakMemoryBytes() const;  // memory.peak
-  uint64_t OomKills() const;       // memory.events oom_kill
-  uint64_t PidsLimitHits() const;  // pids.events max
+  uint64_t OomKills() const;         // memory.events oom_kill
+  uint64_t PidsLimitHits() const;    // pids.events max
   // SIGKILLs every process in the cgroup (cgroup.kill).
   void KillAll() const;
 

@@ -51,9 +51,10 @@ struct GuestNetwork {
 };
 
 struct GuestSpec {
-  std::vector<std::string> argv;  // verbatim; argv[0] is resolved with `path_search` if it has no '/'
-  std::vector<std::string> env;   // "NAME=value", exactly the program's environment
-  std::string path_search;        // colon-separated directories for argv[0] without '/'
+  std::vector<std::string>
+      argv;  // verbatim; argv[0] is resolved with `path_search` if it has no '/'
+  std::vector<std::string> env;  // "NAME=value", exactly the program's environment
+  std::string path_search;       // colon-separated directories for argv[0] without '/'
   uint32_t uid = 65534;
   uint32_t gid = 65534;
   std::string cwd = "/";
@@ -88,20 +89,22 @@ std::string EncodeSpec(const GuestSpec& spec);
 // Strict: trailing bytes, out-of-range enums and over-long lists are errors.
 std::optional<GuestSpec> DecodeSpec(std::string_view payload);
 
-// Which in-guest limit stopped or constrained the program (mapped to drivers::LimitHit by the host).
+// Which in-guest limit stopped or constrained the program (mapped to drivers::LimitHit by the
+// host).
 enum class GuestLimit : uint32_t { kNone = 0, kCpuTime = 1, kMemory = 2, kPids = 3, kOutput = 4 };
 
 struct ExitReport {
   int32_t exit_code = -1;   // the program's exit status, or -1 when a signal ended it
   int32_t term_signal = 0;  // the signal that ended it, 0 otherwise
   GuestLimit limit = GuestLimit::kNone;
-  uint64_t cpu_ns = 0;            // the workload cgroup's cpu.stat usage
+  uint64_t cpu_ns = 0;             // the workload cgroup's cpu.stat usage
   uint64_t peak_memory_bytes = 0;  // the workload cgroup's memory.peak
   uint64_t oom_kills = 0;
-  uint64_t fork_failures = 0;     // pids.events "max"
-  uint64_t stdout_total = 0;      // bytes the program wrote, captured or not
+  uint64_t fork_failures = 0;  // pids.events "max"
+  uint64_t stdout_total = 0;   // bytes the program wrote, captured or not
   uint64_t stderr_total = 0;
-  std::string detail;  // why the program did not run (exec failure) or which limit, for the operator
+  std::string
+      detail;  // why the program did not run (exec failure) or which limit, for the operator
 };
 
 std::string EncodeExit(const ExitReport& r);
@@ -113,9 +116,9 @@ enum class FileKind : uint8_t { kDirectory = 1, kRegular = 2, kSymlink = 3, kFif
 struct FileHeader {
   uint32_t mount_index = 0;  // index into GuestSpec::mounts (a kOutput mount)
   FileKind kind = FileKind::kRegular;
-  uint32_t mode = 0;     // permission bits only
-  uint64_t size = 0;     // kRegular: the file's size in the guest (its data may be cut short)
-  std::string path;      // relative to the mount root, '/'-separated, no "." or ".." components
+  uint32_t mode = 0;        // permission bits only
+  uint64_t size = 0;        // kRegular: the file's size in the guest (its data may be cut short)
+  std::string path;         // relative to the mount root, '/'-separated, no "." or ".." components
   std::string link_target;  // kSymlink
 };
 

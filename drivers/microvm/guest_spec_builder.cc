@@ -5,10 +5,14 @@ namespace {
 
 GuestSyscallAction ToGuest(plan::SyscallAction a) {
   switch (a) {
-    case plan::SyscallAction::kAllow: return GuestSyscallAction::kAllow;
-    case plan::SyscallAction::kErrno: return GuestSyscallAction::kErrno;
-    case plan::SyscallAction::kKill: return GuestSyscallAction::kKill;
-    case plan::SyscallAction::kLog: return GuestSyscallAction::kLog;
+    case plan::SyscallAction::kAllow:
+      return GuestSyscallAction::kAllow;
+    case plan::SyscallAction::kErrno:
+      return GuestSyscallAction::kErrno;
+    case plan::SyscallAction::kKill:
+      return GuestSyscallAction::kKill;
+    case plan::SyscallAction::kLog:
+      return GuestSyscallAction::kLog;
   }
   return GuestSyscallAction::kKill;
 }
@@ -27,7 +31,8 @@ std::vector<std::pair<std::string, std::string>> EtcFiles(uint32_t uid, uint32_t
   }
   std::string group = "root:x:0:\n";
   if (gid != 0) {
-    group += std::string(gid == 65534 ? "nogroup" : "sandbox") + ":x:" + std::to_string(gid) + ":\n";
+    group +=
+        std::string(gid == 65534 ? "nogroup" : "sandbox") + ":x:" + std::to_string(gid) + ":\n";
   }
   std::string hosts = hosts_file.empty()
                           ? "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
@@ -102,8 +107,10 @@ Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::
         break;
       case plan::MountKind::kTmpfs:
       case plan::MountKind::kOutput:
-        if (m.size_bytes == 0) return Status::InvalidArgument("writable mount without a size: " + m.target);
-        g.kind = m.kind == plan::MountKind::kTmpfs ? GuestMountKind::kTmpfs : GuestMountKind::kOutput;
+        if (m.size_bytes == 0)
+          return Status::InvalidArgument("writable mount without a size: " + m.target);
+        g.kind =
+            m.kind == plan::MountKind::kTmpfs ? GuestMountKind::kTmpfs : GuestMountKind::kOutput;
         g.read_only = false;
         g.size_bytes = m.size_bytes;
         break;

@@ -94,11 +94,16 @@ uint32_t VmmId(const MicrovmOptions& o, const std::string& run_id) {
 
 LimitHit ToLimitHit(microvm::GuestLimit l) {
   switch (l) {
-    case microvm::GuestLimit::kNone: return LimitHit::kNone;
-    case microvm::GuestLimit::kCpuTime: return LimitHit::kCpuTime;
-    case microvm::GuestLimit::kMemory: return LimitHit::kMemory;
-    case microvm::GuestLimit::kPids: return LimitHit::kPids;
-    case microvm::GuestLimit::kOutput: return LimitHit::kOutput;
+    case microvm::GuestLimit::kNone:
+      return LimitHit::kNone;
+    case microvm::GuestLimit::kCpuTime:
+      return LimitHit::kCpuTime;
+    case microvm::GuestLimit::kMemory:
+      return LimitHit::kMemory;
+    case microvm::GuestLimit::kPids:
+      return LimitHit::kPids;
+    case microvm::GuestLimit::kOutput:
+      return LimitHit::kOutput;
   }
   return LimitHit::kNone;
 }
@@ -206,6 +211,7 @@ Result<const MicrovmDriver::Ready*> MicrovmDriver::EnsureReady() {
 }
 
 Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& req) {
+  auto t_entry = std::chrono::steady_clock::now();
   SAFEX_ASSIGN_OR_RETURN(const Ready* ready, EnsureReady());
   const MicrovmOptions& o = options_;
 
@@ -333,7 +339,9 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   sc.collect_timeout = o.collect_timeout;
   sc.outputs = receiver ? &*receiver : nullptr;
 
+  auto t_launch = std::chrono::steady_clock::now();
   Result<microvm::LaunchResult> launched = microvm::LaunchAndRun(std::move(ls), sc);
+  auto t_session_end = std::chrono::steady_clock::now();
   // QEMU is gone (LaunchAndRun always reaps it): the VMM's memory and tasks can be released.
   uint64_t vmm_oom = 0;
   if (cg.ok()) {
@@ -353,13 +361,16 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
                                         s.guest_setup_error);
     }
     std::string where = s.phase == microvm::Phase::kBooting ? "boot" : "set up the run";
-    std::string tail = s.console_tail.empty() ? "" : "; console: " + s.console_tail.substr(
-        s.console_tail.size() > 600 ? s.console_tail.size() - 600 : 0);
+    std::string tail = s.console_tail.empty()
+                           ? ""
+                           : "; console: " + s.console_tail.substr(s.console_tail.size() > 600
+                                                                       ? s.console_tail.size() - 600
+                                                                       : 0);
     if (s.timed_out) {
-      return Status::Unavailable("microvm: the guest did not " + where + " within " +
-                                 Ms(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     o.boot_timeout)) +
-                                 " (" + microvm::AccelName(accel) + "); the VMM was killed" + tail);
+      return Status::Unavailable(
+          "microvm: the guest did not " + where + " within " +
+          Ms(std::chrono::duration_cast<std::chrono::nanoseconds>(o.boot_timeout)) + " (" +
+          microvm::AccelName(accel) + "); the VMM was killed" + tail);
     }
     if (!s.violation.empty()) {
       return Status::Internal("microvm: guest protocol violation before the program started: " +
@@ -381,9 +392,7 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   auto end = s.exit ? s.t_exit : s.t_end;
   r.wall_ns = static_cast<uint64_t>(std::max<int64_t>(0, (end - s.t_started).count()));
   std::string problems;
-  auto note = [&problems](const std::string& p) {
-    problems += (problems.empty() ? "" : "; ") + p;
-  };
+  auto note = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
   if (s.exit) {
     const microvm::ExitReport& e = *s.exit;
     r.exit_code = e.exit_code;
@@ -398,9 +407,9 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     r.stderr_stream.total_bytes = std::max<uint64_t>(e.stderr_total, s.stderr_data.size());
     if (!s.outputs_complete) {
       note(std::string("output transfer incomplete (") +
-           (s.timed_out ? "timed out"
-                        : !s.violation.empty() ? "guest protocol violation: " + s.violation
-                                               : "the VM ended") +
+           (s.timed_out            ? "timed out"
+            : !s.violation.empty() ? "guest protocol violation: " + s.violation
+                                   : "the VM ended") +
            ")");
     }
   } else {
@@ -411,9 +420,9 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     r.stderr_stream.total_bytes = s.stderr_data.size();
     if (s.timed_out) {
       r.limit = LimitHit::kWallTime;
-      r.limit_detail = "wall time limit: " +
-                       Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
-                       " (the VM was killed)";
+      r.limit_detail =
+          "wall time limit: " + Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
+          " (the VM was killed)";
     } else if (s.output_cap_hit) {
       r.limit = LimitHit::kOutput;
       r.limit_detail = "output limit: more than " + std::to_string(plan.limits.output_bytes) +
@@ -425,13 +434,17 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     if (!s.violation.empty()) note("guest protocol violation: " + s.violation);
     if (s.vmm_exited) {
       note("the VM ended while the program ran" +
-           (s.console_tail.empty() ? std::string() : "; console: " + s.console_tail.substr(
-               s.console_tail.size() > 400 ? s.console_tail.size() - 400 : 0)));
+           (s.console_tail.empty()
+                ? std::string()
+                : "; console: " + s.console_tail.substr(s.console_tail.size() > 400
+                                                            ? s.console_tail.size() - 400
+                                                            : 0)));
     }
   }
   if (s.output_cap_hit && r.limit == LimitHit::kNone) {
     r.limit = LimitHit::kOutput;
-    r.limit_detail = "output limit: more than " + std::to_string(plan.limits.output_bytes) + " bytes";
+    r.limit_detail =
+        "output limit: more than " + std::to_string(plan.limits.output_bytes) + " bytes";
   }
   r.stdout_stream.truncated = r.stdout_stream.total_bytes > r.stdout_stream.data.size();
   r.stderr_stream.truncated = r.stderr_stream.total_bytes > r.stderr_stream.data.size();
@@ -452,6 +465,26 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   if (!cg_teardown.ok()) teardown = "cgroup: " + cg_teardown.message();
   if (!dir_teardown.ok()) teardown += (teardown.empty() ? "" : "; ") + dir_teardown.message();
   r.teardown_error = teardown;
+  if (o.timings_observer) {
+    microvm::SessionResult& ts = launched->session;
+    MicrovmRunTimings t;
+    auto now = std::chrono::steady_clock::now();
+    t.total = now - t_entry;
+    t.prepare = t_launch - t_entry;
+    t.image_fingerprint = rootfs.fingerprint_time;
+    t.image_build = rootfs.build_time;
+    t.vmm_start = launched->vmm_start;
+    t.to_hello = ts.t_hello;
+    if (ts.hello) {
+      t.guest_kernel = std::chrono::nanoseconds(ts.hello->agent_start_ns);
+      t.guest_modules = std::chrono::nanoseconds(ts.hello->modules_ns);
+    }
+    t.setup = ts.t_started - ts.t_hello;
+    if (ts.exit) t.program = ts.t_exit - ts.t_started;
+    if (ts.outputs_complete) t.outputs = ts.t_done - ts.t_exit;
+    t.teardown = now - t_session_end;
+    o.timings_observer(t);
+  }
   return r;
 }
 

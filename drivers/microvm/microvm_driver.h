@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,6 +32,22 @@
 #include "plan/plan.h"
 
 namespace safex::drivers {
+
+// Where the time of one run went (host clock unless noted), for benchmarks and diagnostics.
+struct MicrovmRunTimings {
+  std::chrono::nanoseconds total{0};              // Run() entry to return
+  std::chrono::nanoseconds prepare{0};            // before QEMU starts: images, spec, cgroup, tmpfs
+  std::chrono::nanoseconds image_fingerprint{0};  // part of prepare: walking the bind sources
+  std::chrono::nanoseconds image_build{0};    // part of prepare: building the image (cache miss)
+  std::chrono::nanoseconds vmm_start{0};      // spawning QEMU (until its execve)
+  std::chrono::nanoseconds to_hello{0};       // QEMU start -> the agent's kHello
+  std::chrono::nanoseconds guest_kernel{0};   // guest clock: kernel start -> agent start
+  std::chrono::nanoseconds guest_modules{0};  // guest clock: module loading + finding the port
+  std::chrono::nanoseconds setup{0};          // kHello -> kStarted (spec, mounts, cgroup, exec)
+  std::chrono::nanoseconds program{0};        // kStarted -> kExit
+  std::chrono::nanoseconds outputs{0};        // kExit -> kOutputsDone
+  std::chrono::nanoseconds teardown{0};       // session end -> return (kill, cgroup, files)
+};
 
 struct MicrovmOptions {
   std::string qemu_path = "/usr/bin/qemu-system-x86_64";
@@ -63,6 +80,8 @@ struct MicrovmOptions {
   uint32_t vmm_id_count = 65536;
   size_t max_stdin_bytes = 64ull << 20;
   size_t image_cache_max = 4;
+  // Called at the end of every run that booted a guest (benchmarks).
+  std::function<void(const MicrovmRunTimings&)> timings_observer;
 };
 
 class MicrovmDriver : public Driver {

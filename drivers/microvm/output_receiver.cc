@@ -46,8 +46,8 @@ Result<UniqueFd> DetachedTmpfs(uint64_t size_bytes, uint64_t nr_inodes) {
     return Status::Errno("fsconfig", "tmpfs", errno);
   }
   // Security: the mount is detached (in no namespace); it lives only as long as our fds.
-  UniqueFd mnt(fsmount(fs.get(), FSMOUNT_CLOEXEC,
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
+  UniqueFd mnt(
+      fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC));
   if (!mnt) return Status::Errno("fsmount", "tmpfs", errno);
   UniqueFd dir(openat(mnt.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return Status::Errno("openat", "tmpfs root", errno);
@@ -140,8 +140,8 @@ Status OutputReceiver::Begin(const FileHeader& h) {
       if (mkdirat(cur, name.c_str(), mode) != 0) return Violation("cannot create directory");
       break;
     case FileKind::kRegular: {
-      UniqueFd f(openat(cur, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        mode));
+      UniqueFd f(
+          openat(cur, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
       if (!f) return Violation("cannot create file");
       s.file = std::move(f);
       s.announced = h.size;
@@ -160,7 +160,8 @@ Status OutputReceiver::Begin(const FileHeader& h) {
       }
       break;
     case FileKind::kFifo:
-      if (mknodat(cur, name.c_str(), S_IFIFO | mode, 0) != 0) return Violation("cannot create fifo");
+      if (mknodat(cur, name.c_str(), S_IFIFO | mode, 0) != 0)
+        return Violation("cannot create fifo");
       break;
   }
   ++s.entries;
@@ -173,7 +174,8 @@ Status OutputReceiver::Data(std::string_view bytes) {
   if (bytes.size() > s.announced - s.written) return Violation("more data than the file's size");
   uint64_t room = bytes.size();
   if (s.caps.max_total_bytes > 0) {
-    room = std::min<uint64_t>(room, s.caps.max_total_bytes - std::min(s.bytes, s.caps.max_total_bytes));
+    room = std::min<uint64_t>(room,
+                              s.caps.max_total_bytes - std::min(s.bytes, s.caps.max_total_bytes));
   }
   size_t off = 0;
   while (!s.cut && off < room) {
@@ -195,7 +197,8 @@ Status OutputReceiver::End() {
   State& s = *s_;
   if (!s.file.valid()) return Violation("end of a file that was not begun");
   struct stat st;
-  bool short_file = fstat(s.file.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < s.announced;
+  bool short_file =
+      fstat(s.file.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < s.announced;
   if (s.cut || short_file) {
     ++s.truncated;
     // Reproduce the real size (sparse: no host memory) so size checks see what the guest had.

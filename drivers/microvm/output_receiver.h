@@ -38,8 +38,8 @@ struct OutputMountSpec {
 class OutputReceiver {
  public:
   struct Caps {
-    uint64_t max_entries = 100000;     // directories, files, links, FIFOs together
-    uint64_t max_total_bytes = 0;      // data across all mounts; 0: each mount's size bounds it
+    uint64_t max_entries = 100000;  // directories, files, links, FIFOs together
+    uint64_t max_total_bytes = 0;   // data across all mounts; 0: each mount's size bounds it
     uint64_t max_sparse_size = 1ull << 40;  // largest size a cut file may be reproduced with
   };
 

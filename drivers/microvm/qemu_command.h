@@ -2,10 +2,10 @@
 //
 // Only what a run needs: `-M microvm` with -nodefaults and no user config, the kernel and
 // initramfs, one virtio-serial port (the host channel, a socket fd), the kernel console on the
-// ISA serial port (a socket fd, kept by the host as a bounded diagnostic tail), read-only virtio-blk
-// disks passed as fds (/dev/fdset: QEMU never opens a path of the run), a virtio-net device only
-// when the plan grants egress, and QEMU's own seccomp sandbox. No monitor, no display, no
-// network by default, no host filesystem sharing (no 9p, no virtiofs), no option ROMs.
+// ISA serial port (a socket fd, kept by the host as a bounded diagnostic tail), read-only
+// virtio-blk disks passed as fds (/dev/fdset: QEMU never opens a path of the run), a virtio-net
+// device only when the plan grants egress, and QEMU's own seccomp sandbox. No monitor, no display,
+// no network by default, no host filesystem sharing (no 9p, no virtiofs), no option ROMs.
 #pragma once
 
 #include <cstdint>

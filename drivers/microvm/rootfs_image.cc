@@ -43,15 +43,12 @@ struct Fingerprinter {
 
   void Add(const std::string& path, const struct stat& st) {
     h.Update(path);
-    uint64_t fields[] = {static_cast<uint64_t>(st.st_ino),
-                         static_cast<uint64_t>(st.st_size),
-                         static_cast<uint64_t>(st.st_mode),
-                         static_cast<uint64_t>(st.st_uid),
-                         static_cast<uint64_t>(st.st_gid),
-                         static_cast<uint64_t>(st.st_mtim.tv_sec),
-                         static_cast<uint64_t>(st.st_mtim.tv_nsec),
-                         static_cast<uint64_t>(st.st_ctim.tv_sec),
-                         static_cast<uint64_t>(st.st_ctim.tv_nsec)};
+    uint64_t fields[] = {
+        static_cast<uint64_t>(st.st_ino),          static_cast<uint64_t>(st.st_size),
+        static_cast<uint64_t>(st.st_mode),         static_cast<uint64_t>(st.st_uid),
+        static_cast<uint64_t>(st.st_gid),          static_cast<uint64_t>(st.st_mtim.tv_sec),
+        static_cast<uint64_t>(st.st_mtim.tv_nsec), static_cast<uint64_t>(st.st_ctim.tv_sec),
+        static_cast<uint64_t>(st.st_ctim.tv_nsec)};
     h.Update(std::string_view("\0", 1));
     h.Update(std::string_view(reinterpret_cast<const char*>(fields), sizeof fields));
   }
@@ -130,7 +127,8 @@ std::string RunBuilder(const std::vector<std::string>& args,
     int step = 0;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) step = 1;
     // Security: a private mount namespace of our own (CLONE_NEWNS); the binds vanish with it.
-    if (step == 0 && !b.empty() && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    if (step == 0 && !b.empty() &&
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       step = 2;
     }
     for (size_t i = 0; step == 0 && i < b.size(); ++i) {
@@ -144,10 +142,13 @@ std::string RunBuilder(const std::vector<std::string>& args,
     int hi_err = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
     if (step == 0 && (hi_rep < 0 || hi_null < 0 || hi_err < 0)) step = 4;
     if (step == 0) {
-      if (dup3(hi_rep, 3, O_CLOEXEC) < 0) step = 4;
-      else report = 3;
+      if (dup3(hi_rep, 3, O_CLOEXEC) < 0)
+        step = 4;
+      else
+        report = 3;
     }
-    if (step == 0 && (dup2(hi_null, 0) < 0 || dup2(hi_null, 1) < 0 || dup2(hi_err, 2) < 0)) step = 4;
+    if (step == 0 && (dup2(hi_null, 0) < 0 || dup2(hi_null, 1) < 0 || dup2(hi_err, 2) < 0))
+      step = 4;
     if (step == 0 && close_range(4, ~0U, 0) != 0) step = 5;
     if (step == 0) {
       execve(argv[0], argv.data(), envp);
@@ -175,7 +176,8 @@ std::string RunBuilder(const std::vector<std::string>& args,
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     pollfd p{pidfd, POLLIN, 0};
-    int rc = poll(&p, 1, static_cast<int>(std::max<long long>(0, std::min<long long>(left.count(), 1000))));
+    int rc = poll(
+        &p, 1, static_cast<int>(std::max<long long>(0, std::min<long long>(left.count(), 1000))));
     if (rc > 0) break;
     if (Clock::now() >= deadline) {
       syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
@@ -186,8 +188,8 @@ std::string RunBuilder(const std::vector<std::string>& args,
   waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &si, WEXITED);
   close(pidfd);
   if (result.empty() && n == sizeof msg) {
-    static const char* kSteps[] = {"", "prctl", "mount(MS_PRIVATE)", "bind mount", "dup2",
-                                   "close_range", "execve"};
+    static const char* kSteps[] = {
+        "", "prctl", "mount(MS_PRIVATE)", "bind mount", "dup2", "close_range", "execve"};
     result = std::string(kSteps[std::clamp(msg[0], 0, 6)]) + ": " + std::strerror(msg[1]);
   } else if (result.empty() && !(si.si_code == CLD_EXITED && si.si_status == 0)) {
     result = si.si_code == CLD_EXITED ? "exit status " + std::to_string(si.si_status)
@@ -372,8 +374,10 @@ Result<RootfsImage> ImageCache::Get(const std::vector<std::string>& sources) {
         st = MakeDirs(point.substr(0, point.rfind('/')));
         if (st.ok()) {
           int f = open(point.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-          if (f < 0) st = Status::Errno("create", point, errno);
-          else close(f);
+          if (f < 0)
+            st = Status::Errno("create", point, errno);
+          else
+            close(f);
         }
       } else {
         st = MakeDirs(point);
@@ -417,8 +421,8 @@ Status ImageCache::BuildDirectoryImage(const std::string& src, const std::string
   struct stat st;
   if (stat(src.c_str(), &st) != 0) return Status::Errno("stat", src, errno);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("input is not a directory: " + src);
-  std::string err = RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", out, src}, {},
-                               o_.build_timeout);
+  std::string err =
+      RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", out, src}, {}, o_.build_timeout);
   if (!err.empty()) {
     unlink(out.c_str());
     return Status::Unavailable("microvm: building the input image failed: " + err);

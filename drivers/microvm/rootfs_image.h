@@ -40,9 +40,9 @@ struct RootfsImage {
 class ImageCache {
  public:
   struct Options {
-    std::string dir;         // created 0700 if missing
+    std::string dir;  // created 0700 if missing
     std::string mkfs_erofs = "/usr/bin/mkfs.erofs";
-    size_t max_images = 4;   // least recently used images beyond this are removed
+    size_t max_images = 4;  // least recently used images beyond this are removed
     std::chrono::seconds build_timeout{std::chrono::minutes(30)};
   };
   explicit ImageCache(Options o) : o_(std::move(o)) {}

@@ -57,7 +57,9 @@ Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session)
   o.groups = spec.groups;
   o.netns_fd = spec.netns_fd;
   o.cgroup_procs_files = spec.cgroup_procs_files;
+  auto t0 = std::chrono::steady_clock::now();
   SAFEX_ASSIGN_OR_RETURN(VmmProcess vmm, VmmProcess::Spawn(o));
+  auto spawned = std::chrono::steady_clock::now() - t0;
   // Only QEMU holds the other ends now: EOF on ours means QEMU is gone.
   ctl.second.Reset();
   con.second.Reset();
@@ -65,6 +67,7 @@ Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session)
 
   LaunchResult r;
   r.argv = o.argv;
+  r.vmm_start = spawned;
   r.session = RunSession(ctl.first.get(), con.first.get(), err_r.get(), vmm.pidfd(), session);
   r.vmm = vmm.KillAndWait();
   return r;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,9 +19,9 @@ namespace safex::microvm {
 struct LaunchSpec {
   // ctl_fd, console_fd, disks[].fd and tap_fd are filled in by LaunchAndRun (child-side numbers).
   VmConfig vm;
-  std::vector<int> disk_fds;     // the caller's O_RDONLY fds, one per vm.disks entry
-  std::optional<int> tap_fd;     // the caller's tap fd (egress only)
-  uid_t uid = 65534;             // the VMM's credentials
+  std::vector<int> disk_fds;  // the caller's O_RDONLY fds, one per vm.disks entry
+  std::optional<int> tap_fd;  // the caller's tap fd (egress only)
+  uid_t uid = 65534;          // the VMM's credentials
   gid_t gid = 65534;
   std::vector<gid_t> groups;
   int netns_fd = -1;
@@ -30,7 +31,8 @@ struct LaunchSpec {
 struct LaunchResult {
   SessionResult session;
   VmmExit vmm;
-  std::vector<std::string> argv;  // the command line used (for diagnostics)
+  std::vector<std::string> argv;          // the command line used (for diagnostics)
+  std::chrono::nanoseconds vmm_start{0};  // spawning QEMU until its execve
 };
 
 // Non-ok when QEMU could not be started (nothing booted).

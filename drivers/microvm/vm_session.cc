@@ -22,17 +22,27 @@ constexpr size_t kReadBudget = 1024 * 1024;
 
 size_t MaxPayload(FrameType t) {
   switch (t) {
-    case FrameType::kHello: return 256;
-    case FrameType::kSetupError: return 4096;
-    case FrameType::kStarted: return 0;
+    case FrameType::kHello:
+      return 256;
+    case FrameType::kSetupError:
+      return 4096;
+    case FrameType::kStarted:
+      return 0;
     case FrameType::kStdout:
-    case FrameType::kStderr: return kMaxDataFrame;
-    case FrameType::kExit: return 4096 + 128;
-    case FrameType::kFileBegin: return kMaxControlFrame;
-    case FrameType::kFileData: return kMaxDataFrame;
-    case FrameType::kFileEnd: return 0;
-    case FrameType::kOutputsDone: return 8;
-    default: return 0;
+    case FrameType::kStderr:
+      return kMaxDataFrame;
+    case FrameType::kExit:
+      return 4096 + 128;
+    case FrameType::kFileBegin:
+      return kMaxControlFrame;
+    case FrameType::kFileData:
+      return kMaxDataFrame;
+    case FrameType::kFileEnd:
+      return 0;
+    case FrameType::kOutputsDone:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -142,7 +152,8 @@ class Session {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
       if (n <= 0) return false;
       if (stderr_.size() < c_.stderr_keep_bytes) {
-        stderr_.append(buf, std::min(static_cast<size_t>(n), c_.stderr_keep_bytes - stderr_.size()));
+        stderr_.append(buf,
+                       std::min(static_cast<size_t>(n), c_.stderr_keep_bytes - stderr_.size()));
       }
     }
     return true;
@@ -218,8 +229,9 @@ class Session {
         }
         std::optional<Hello> h = DecodeHello(f.payload);
         if (!h) {
-          r_.violation = "malformed hello (an initramfs from other sources? rebuild it: "
-                         "scripts/build-guest.sh)";
+          r_.violation =
+              "malformed hello (an initramfs from other sources? rebuild it: "
+              "scripts/build-guest.sh)";
           return;
         }
         h->kernel_release = Sanitize(h->kernel_release, 128);
@@ -331,11 +343,16 @@ class Session {
 
 const char* PhaseName(Phase p) {
   switch (p) {
-    case Phase::kBooting: return "booting";
-    case Phase::kSetup: return "setting up";
-    case Phase::kRunning: return "running";
-    case Phase::kOutputs: return "sending outputs";
-    case Phase::kDone: return "done";
+    case Phase::kBooting:
+      return "booting";
+    case Phase::kSetup:
+      return "setting up";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kOutputs:
+      return "sending outputs";
+    case Phase::kDone:
+      return "done";
   }
   return "unknown";
 }

@@ -26,9 +26,9 @@ enum class Phase { kBooting, kSetup, kRunning, kOutputs, kDone };
 const char* PhaseName(Phase p);
 
 struct SessionConfig {
-  std::string spec_payload;         // kSpec; empty for a probe boot (stop at kHello)
+  std::string spec_payload;  // kSpec; empty for a probe boot (stop at kHello)
   std::optional<std::string> stdin_data;
-  uint64_t output_cap = 0;          // stdout + stderr bytes accepted from the guest
+  uint64_t output_cap = 0;  // stdout + stderr bytes accepted from the guest
   std::chrono::nanoseconds boot_timeout{std::chrono::seconds(30)};
   std::chrono::nanoseconds wall_timeout{std::chrono::seconds(30)};
   std::chrono::nanoseconds collect_timeout{std::chrono::seconds(30)};

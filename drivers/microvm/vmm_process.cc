@@ -36,19 +36,32 @@ enum Step : int32_t {
 
 const char* StepName(int32_t s) {
   switch (s) {
-    case kStepSignals: return "sigprocmask";
-    case kStepSetsid: return "setsid";
-    case kStepSetns: return "setns(CLONE_NEWNET)";
-    case kStepDupHigh: return "fcntl(F_DUPFD_CLOEXEC)";
-    case kStepDupTarget: return "dup2";
-    case kStepCloseRange: return "close_range";
-    case kStepGroups: return "setgroups";
-    case kStepGid: return "setresgid";
-    case kStepUid: return "setresuid";
-    case kStepPdeathsig: return "prctl(PR_SET_PDEATHSIG)";
-    case kStepNoNewPrivs: return "prctl(PR_SET_NO_NEW_PRIVS)";
-    case kStepGo: return "waiting for the cgroup";
-    case kStepExecve: return "execve";
+    case kStepSignals:
+      return "sigprocmask";
+    case kStepSetsid:
+      return "setsid";
+    case kStepSetns:
+      return "setns(CLONE_NEWNET)";
+    case kStepDupHigh:
+      return "fcntl(F_DUPFD_CLOEXEC)";
+    case kStepDupTarget:
+      return "dup2";
+    case kStepCloseRange:
+      return "close_range";
+    case kStepGroups:
+      return "setgroups";
+    case kStepGid:
+      return "setresgid";
+    case kStepUid:
+      return "setresuid";
+    case kStepPdeathsig:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case kStepNoNewPrivs:
+      return "prctl(PR_SET_NO_NEW_PRIVS)";
+    case kStepGo:
+      return "waiting for the cgroup";
+    case kStepExecve:
+      return "execve";
   }
   return "child setup";
 }

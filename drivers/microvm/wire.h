@@ -27,15 +27,15 @@ inline constexpr const char* kPortName = "safex.0";
 
 enum class FrameType : uint32_t {
   // guest -> host
-  kHello = 1,        // u32 protocol version, str kernel release
-  kSetupError = 2,   // str message: the guest could not prepare the run; nothing ran
-  kStarted = 3,      // empty: the program was exec'd
-  kStdout = 4,       // bytes
-  kStderr = 5,       // bytes
-  kExit = 6,         // ExitReport
-  kFileBegin = 7,    // FileHeader
-  kFileData = 8,     // bytes of the current regular file
-  kFileEnd = 9,      // empty
+  kHello = 1,         // u32 protocol version, str kernel release
+  kSetupError = 2,    // str message: the guest could not prepare the run; nothing ran
+  kStarted = 3,       // empty: the program was exec'd
+  kStdout = 4,        // bytes
+  kStderr = 5,        // bytes
+  kExit = 6,          // ExitReport
+  kFileBegin = 7,     // FileHeader
+  kFileData = 8,      // bytes of the current regular file
+  kFileEnd = 9,       // empty
   kOutputsDone = 10,  // u64 entries skipped (special files, over the caps)
   // host -> guest
   kSpec = 100,       // GuestSpec (guest_spec.h)

@@ -6,14 +6,13 @@
 //
 // Output goes to the serial console; the last line is "SAFEX-CGROUP-V2-RESULT: PASS" or "FAIL".
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>

@@ -1,10 +1,9 @@
 // Boots a throwaway microVM whose /init is the static test binary of cgroup_v2_guest_main.cc and
-// checks that its tests of drivers/cgroup's v2 path passed against the guest kernel's real cgroup v2
-// (the build machine itself only has cgroup v1 for memory, pids and cpu).
+// checks that its tests of drivers/cgroup's v2 path passed against the guest kernel's real cgroup
+// v2 (the build machine itself only has cgroup v1 for memory, pids and cpu).
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>

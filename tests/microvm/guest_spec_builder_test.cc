@@ -1,7 +1,7 @@
 // Plan -> GuestSpec: the same meaning for every field, and refusals for what a microVM cannot do.
-#include <gtest/gtest.h>
-
 #include "drivers/microvm/guest_spec_builder.h"
+
+#include <gtest/gtest.h>
 
 namespace safex::microvm {
 namespace {

@@ -2,6 +2,7 @@
 // teardown. Each test boots at least one guest (2-10 s under TCG on the build machine), so the
 // suite boots as few as it can: several properties are checked per run where that stays readable.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -9,15 +10,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 
-#include <gtest/gtest.h>
-
-#include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/kvm_probe.h"
+#include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/rootfs_image.h"
 #include "tests/microvm/microvm_test_util.h"
 #include "tests/support/leak_check.h"
@@ -106,20 +105,20 @@ TEST_F(MicrovmRunTest, GuestKernelDiffersFromTheHosts) {
   EXPECT_NE(r->stdout_stream.data.find("cloud-amd64"), std::string::npos) << r->stdout_stream.data;
 }
 
-
 // One boot, several properties of the sandbox the program sees.
 TEST_F(MicrovmRunTest, SandboxShapeUserLimitsAndReadOnlyRoot) {
   SAFEX_REQUIRE_MICROVM();
   plan::Plan p = BusyboxPlan();
   p.process.uid = 1000;
   p.process.gid = 1001;
-  auto r = RunPlan(p, Sh("id -u; id -g; ulimit -n; hostname; ls /dev | tr '\\n' ' '; echo;"
-                         "grep -E '^(NoNewPrivs|CapEff|CapBnd):' /proc/self/status | tr -s '\\t' ' ';"
-                         "touch /bin/x 2>/dev/null && echo root-writable || echo root-ro;"
-                         "echo hi > /tmp/f && cat /tmp/f;"
-                         "cp /bin/busybox /tmp/bb && /tmp/bb true 2>/dev/null && echo tmp-exec || "
-                         "echo tmp-noexec;"
-                         "ls /proc | grep -c '^[0-9]'; cat /etc/passwd | cut -d: -f1 | tr '\\n' ' '"));
+  auto r =
+      RunPlan(p, Sh("id -u; id -g; ulimit -n; hostname; ls /dev | tr '\\n' ' '; echo;"
+                    "grep -E '^(NoNewPrivs|CapEff|CapBnd):' /proc/self/status | tr -s '\\t' ' ';"
+                    "touch /bin/x 2>/dev/null && echo root-writable || echo root-ro;"
+                    "echo hi > /tmp/f && cat /tmp/f;"
+                    "cp /bin/busybox /tmp/bb && /tmp/bb true 2>/dev/null && echo tmp-exec || "
+                    "echo tmp-noexec;"
+                    "ls /proc | grep -c '^[0-9]'; cat /etc/passwd | cut -d: -f1 | tr '\\n' ' '"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 0) << r->stderr_stream.data;
   std::vector<std::string> lines = Lines(r->stdout_stream.data);
@@ -152,8 +151,8 @@ TEST_F(MicrovmRunTest, EnvironmentIsExactlyThePlans) {
 
 TEST_F(MicrovmRunTest, ArgvIsPassedVerbatim) {
   SAFEX_REQUIRE_MICROVM();
-  auto r = RunPlan(BusyboxPlan(), {"busybox", "echo", "$(id)", "a  b", ";", "'\"*", "`x`", "&&",
-                                   "$HOME", "\\n"});
+  auto r = RunPlan(BusyboxPlan(),
+                   {"busybox", "echo", "$(id)", "a  b", ";", "'\"*", "`x`", "&&", "$HOME", "\\n"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 0);
   // argv[0] without '/' is looked up in the plan's PATH; nothing is interpreted.
@@ -218,8 +217,8 @@ TEST_F(MicrovmRunTest, MemoryLimitKillsInsideTheGuest) {
   auto r = RunPlan(p, Sh("echo start; busybox awk 'BEGIN { s = \"xxxxxxxxxxxxxxxx\"; "
                          "for (i = 0; i < 30; i++) s = s s; print length(s) }'; echo survived"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->limit, LimitHit::kMemory) << r->limit_detail << " / " << r->backend_error << " / "
-                                         << r->stderr_stream.data;
+  EXPECT_EQ(r->limit, LimitHit::kMemory)
+      << r->limit_detail << " / " << r->backend_error << " / " << r->stderr_stream.data;
   EXPECT_EQ(r->term_signal, SIGKILL);
   EXPECT_EQ(r->stdout_stream.data, "start\n");
   EXPECT_GT(r->peak_memory_bytes, 32ull << 20);
@@ -276,7 +275,6 @@ TEST_F(MicrovmRunTest, CpuTimeLimitIsEnforced) {
   EXPECT_LT(r->cpu_ns, 3'000'000'000ull);
 }
 
-
 std::string ReadAt(int dirfd, const std::string& name) {
   int fd = openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return "<missing>";
@@ -321,10 +319,11 @@ TEST_F(MicrovmRunTest, InputStdinAndOutputsTravelBothWays) {
       seen["big"] = std::to_string(st.st_size);
     }
   };
-  auto r = RunPlan(p, Sh("cat /data/in/in.txt > /data/out/a.txt; mkdir /data/out/sub;"
-                         "cat > /data/out/sub/b.txt; ln -s /etc/shadow /data/out/link;"
-                         "mkfifo /data/out/fifo; head -c 3000000 /dev/zero > /data/out/big;"
-                         "touch /data/in/x 2>/dev/null && echo input-writable || echo input-ro"),
+  auto r = RunPlan(p,
+                   Sh("cat /data/in/in.txt > /data/out/a.txt; mkdir /data/out/sub;"
+                      "cat > /data/out/sub/b.txt; ln -s /etc/shadow /data/out/link;"
+                      "mkfifo /data/out/fifo; head -c 3000000 /dev/zero > /data/out/big;"
+                      "touch /data/in/x 2>/dev/null && echo input-writable || echo input-ro"),
                    TestOptions(), std::string("through stdin\n"));
   RemoveTree(input_dir_).ok();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -444,7 +443,6 @@ TEST_F(MicrovmRunTest, KvmIsProbedWithADeadlineAndTheModeIsReported) {
   EXPECT_NE(refused.status().message().find("KVM is required by the plan"), std::string::npos)
       << refused.status().message();
 }
-
 
 // The probe itself against a KVM that answers but whose guests hang (nested virtualisation on the
 // build machine): run as root so that /dev/kvm opens, and check the deadline ends it.

@@ -39,10 +39,10 @@ inline std::string MissingPrerequisite() {
   return "";
 }
 
-#define SAFEX_REQUIRE_MICROVM()                                                    \
-  do {                                                                             \
-    std::string missing_ = ::safex::microvm::testing::MissingPrerequisite();       \
-    SAFEX_REQUIRE(missing_.empty(), "microVM prerequisite missing: " + missing_);  \
+#define SAFEX_REQUIRE_MICROVM()                                                   \
+  do {                                                                            \
+    std::string missing_ = ::safex::microvm::testing::MissingPrerequisite();      \
+    SAFEX_REQUIRE(missing_.empty(), "microVM prerequisite missing: " + missing_); \
   } while (0)
 
 inline drivers::MicrovmOptions TestOptions() {
@@ -64,8 +64,8 @@ inline plan::Mount Bind(const std::string& path) {
   return m;
 }
 
-inline plan::Mount Tmpfs(const std::string& target, uint64_t size, plan::MountKind kind =
-                                                                       plan::MountKind::kTmpfs) {
+inline plan::Mount Tmpfs(const std::string& target, uint64_t size,
+                         plan::MountKind kind = plan::MountKind::kTmpfs) {
   plan::Mount m;
   m.kind = kind;
   m.target = target;

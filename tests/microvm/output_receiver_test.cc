@@ -1,16 +1,16 @@
 // OutputReceiver against hostile output streams: traversal, symlink tricks, duplicates, caps.
 // Needs root (fsopen of a tmpfs); no VM.
+#include "drivers/microvm/output_receiver.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "drivers/microvm/output_receiver.h"
 #include "tests/support/test_support.h"
 
 namespace safex::microvm {
@@ -98,8 +98,8 @@ TEST_F(OutputReceiverTest, UnpacksDirectoriesFilesLinksAndFifos) {
 
 TEST_F(OutputReceiverTest, RefusesEveryTraversalShape) {
   OutputReceiver r = Make();
-  for (const char* bad : {"", ".", "..", "../x", "a/../../x", "/abs", "a//b", "a/", "./a",
-                          "a/./b"}) {
+  for (const char* bad :
+       {"", ".", "..", "../x", "a/../../x", "/abs", "a//b", "a/", "./a", "a/./b"}) {
     EXPECT_FALSE(r.Begin(File(bad, 0)).ok()) << "'" << bad << "'";
   }
   EXPECT_FALSE(r.Begin(File(std::string("a\0b", 3), 0)).ok());

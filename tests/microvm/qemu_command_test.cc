@@ -1,11 +1,11 @@
 // The QEMU command line holds only what a run needs (no network, no host sharing, no monitor).
+#include "drivers/microvm/qemu_command.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include "drivers/microvm/qemu_command.h"
 
 namespace safex::microvm {
 namespace {
@@ -73,16 +73,18 @@ TEST(QemuCommandTest, TcgRunHasOnlyWhatItNeeds) {
 
 TEST(QemuCommandTest, KernelCommandLine) {
   VmConfig c = Base();
-  EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off tsc_early_khz=2299998");
+  EXPECT_EQ(KernelCommandLine(c),
+            "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests tsc_early_khz=2299998");
   c.probe = true;
   EXPECT_EQ(KernelCommandLine(c),
-            "console=ttyS0 quiet panic=-1 pci=off tsc_early_khz=2299998 safex.mode=probe");
+            "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests tsc_early_khz=2299998 "
+            "safex.mode=probe");
   c.accel = Accel::kKvm;  // KVM guests get kvmclock; the TSC hint is for TCG only
   c.probe = false;
-  EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off");
+  EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests");
   c.accel = Accel::kTcg;
   c.tsc_khz = 0;
-  EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off");
+  EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests");
 }
 
 TEST(QemuCommandTest, KvmUsesTheHostCpu) {

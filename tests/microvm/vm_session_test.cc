@@ -1,17 +1,17 @@
 // The host's session with a guest, against a scripted fake guest on a socketpair: the happy path,
 // deadlines, and a hostile guest (wrong phase, oversized frames, too much output, bad versions).
+#include "drivers/microvm/vm_session.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "drivers/microvm/guest_spec.h"
-#include "drivers/microvm/vm_session.h"
 #include "drivers/microvm/wire.h"
 
 namespace safex::microvm {

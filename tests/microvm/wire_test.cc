@@ -1,11 +1,12 @@
 // The host <-> guest codecs: round trips, and hostile or truncated input decoded without a crash
 // and without trusting a single length.
+#include "drivers/microvm/wire.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "drivers/microvm/guest_spec.h"
-#include "drivers/microvm/wire.h"
 
 namespace safex::microvm {
 namespace {
@@ -39,7 +40,8 @@ GuestSpec FullSpec() {
   s.mounts = {b, o};
   s.seccomp_default = GuestSyscallAction::kErrno;
   s.seccomp_default_errno = 38;
-  s.seccomp_rules = {{"ptrace", GuestSyscallAction::kKill, 1}, {"mkdir", GuestSyscallAction::kErrno, 13}};
+  s.seccomp_rules = {{"ptrace", GuestSyscallAction::kKill, 1},
+                     {"mkdir", GuestSyscallAction::kErrno, 13}};
   s.max_output_files = 10;
   s.max_output_bytes = 100;
   s.etc_files = {{"passwd", "root:x:0:0::/:/sbin/nologin\n"}};
@@ -111,7 +113,10 @@ TEST(DecoderTest, StringLengthsAreChecked) {
   EXPECT_TRUE(fits.Str(&s));
   EXPECT_TRUE(fits.AtEnd());
   // A length beyond the input.
-  std::string lying("\xff\xff\xff\x00" "abc", 7);
+  std::string lying(
+      "\xff\xff\xff\x00"
+      "abc",
+      7);
   Decoder d(lying);
   EXPECT_FALSE(d.Str(&s));
 }
