@@ -172,6 +172,185 @@ void Network(const Statement& s, Diags& d, NetworkSettings& n) {
   }
 }
 
+bool ValidServicePolicyName(const std::string& name) {
+  if (name == "*") return true;
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+// users = ["alice", 1001]: names resolved by the daemon at start, numbers taken as ids.
+void Principals(const Statement& x, Diags& d, const std::string& kw, std::vector<Principal>& out) {
+  if (!ExpectAssignment(x, d, kw)) return;
+  const auto* items = ReadList(x.assigned, d, kw);
+  if (!items) return;
+  for (const auto& item : *items) {
+    Principal p;
+    if (item.kind == dsl::ValueKind::kInteger) {
+      if (item.number > 0xfffffffeull) {
+        d.Error("E023", item.span, "an id must be below 4294967295");
+        continue;
+      }
+      p.id = static_cast<uint32_t>(item.number);
+    } else {
+      auto name = ReadString(item, d, kw == "users" ? "a user name or uid" : "a group name or gid");
+      if (!name) continue;
+      if (name->empty() || name->size() > 64 ||
+          name->find_first_of(":/\n\t ") != std::string::npos) {
+        d.Error("E023", item.span, "\"" + *name + "\" is not a valid " +
+                                       (kw == "users" ? "user" : "group") + " name");
+        continue;
+      }
+      p.name = *name;
+    }
+    out.push_back(std::move(p));
+  }
+}
+
+void Allow(const Statement& x, Diags& d, ServiceSettings& svc) {
+  if (x.head.size() != 2 || x.head[1].kind != dsl::ValueKind::kString || x.has_assignment ||
+      !x.has_block) {
+    d.Error("E027", x.span, "`allow` names a policy and holds a block",
+            "write `allow \"policy-name\" { users = [...]  groups = [...] }` (\"*\" = every policy)");
+    return;
+  }
+  AllowRule rule;
+  rule.policy = x.head[1].text;
+  if (!ValidServicePolicyName(rule.policy)) {
+    d.Error("E023", x.head[1].span, "\"" + rule.policy + "\" is not a policy name",
+            "policy names are [a-z0-9-]+ (the file <policy_dir>/<name>.policy), or \"*\"");
+    return;
+  }
+  std::set<std::string> seen;
+  for (const Statement& y : x.block) {
+    std::string kw = Keyword(y, d);
+    if (kw.empty()) continue;
+    if (kw != "users" && kw != "groups") {
+      std::string near = dsl::ClosestMatch(kw, {"users", "groups"});
+      d.Error("E020", y.head[0].span, "unknown allow setting `" + kw + "`",
+              near.empty() ? "expected `users` or `groups`" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (!seen.insert(kw).second) {
+      d.Error("E025", y.head[0].span, "`" + kw + "` is set twice");
+      continue;
+    }
+    Principals(y, d, kw, kw == "users" ? rule.users : rule.groups);
+  }
+  if (rule.users.empty() && rule.groups.empty() && d.errors() == 0) {
+    d.Error("E023", x.span, "this `allow` rule names no user or group",
+            "write `users = [...]` or `groups = [...]` inside it");
+  }
+  svc.allow.push_back(std::move(rule));
+}
+
+void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
+  if (!ExpectBlock(s, d, "service")) return;
+  static const std::vector<std::string_view> kKeys = {
+      "policy_dir",      "socket",          "socket_group",   "socket_mode",  "state_dir",
+      "audit_db",        "max_concurrent",  "max_queue",      "max_connections",
+      "max_request",     "max_argv",        "max_argv_bytes", "max_stdin",    "max_input_files",
+      "max_input_bytes", "request_timeout", "drain_timeout",  "allow"};
+  std::set<std::string> seen;
+  for (const Statement& x : s.block) {
+    std::string kw = Keyword(x, d);
+    if (kw.empty()) continue;
+    bool known = false;
+    for (auto k : kKeys) known |= kw == k;
+    if (!known) {
+      std::string near = dsl::ClosestMatch(kw, kKeys);
+      d.Error("E020", x.head[0].span, "unknown service setting `" + kw + "`",
+              near.empty() ? "" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (kw == "allow") {
+      Allow(x, d, svc);
+      continue;
+    }
+    if (!seen.insert(kw).second) {
+      d.Error("E025", x.head[0].span, "`" + kw + "` is set twice");
+      continue;
+    }
+    if (!ExpectAssignment(x, d, kw)) continue;
+    const dsl::Value& v = x.assigned;
+    if (kw == "policy_dir" || kw == "socket" || kw == "state_dir" || kw == "audit_db") {
+      auto text = ReadString(v, d, kw);
+      if (!text) continue;
+      if (!plan::IsNormalAbsolutePath(*text) || *text == "/") {
+        d.Error("E092", v.span, "\"" + *text + "\" is not an absolute, normalised path below /");
+        continue;
+      }
+      if (kw == "socket" && text->size() >= 108) {
+        d.Error("E023", v.span, "a Unix socket path must be shorter than 108 bytes");
+        continue;
+      }
+      (kw == "policy_dir" ? svc.policy_dir
+       : kw == "socket"   ? svc.socket
+       : kw == "state_dir" ? svc.state_dir
+                           : svc.audit_db) = *text;
+    } else if (kw == "socket_group") {
+      if (v.kind == dsl::ValueKind::kInteger) {
+        if (v.number > 0xfffffffeull) {
+          d.Error("E023", v.span, "a gid must be below 4294967295");
+          continue;
+        }
+        svc.socket_group = std::to_string(v.number);
+      } else if (auto text = ReadString(v, d, kw)) {
+        svc.socket_group = *text;
+      }
+    } else if (kw == "socket_mode") {
+      auto text = ReadString(v, d, "socket_mode (an octal string such as \"0660\")");
+      if (!text) continue;
+      uint32_t mode = 0;
+      bool ok = !text->empty() && text->size() <= 4;
+      for (char c : *text) {
+        ok = ok && c >= '0' && c <= '7';
+        mode = mode * 8 + static_cast<uint32_t>(c - '0');
+      }
+      if (!ok || (mode & ~0666u) != 0 || (mode & 0600u) != 0600u) {
+        d.Error("E023", v.span, "socket_mode \"" + *text + "\" is not a socket mode",
+                "an octal mode with read and write for the owner and no execute bits, e.g. "
+                "\"0660\"");
+        continue;
+      }
+      svc.socket_mode = mode;
+    } else if (kw == "max_request" || kw == "max_argv_bytes" || kw == "max_stdin" ||
+               kw == "max_input_bytes") {
+      auto size = ReadSize(v, d, kw);
+      if (!size) continue;
+      // Bounded so that a request always fits in memory a few times over.
+      if (*size == 0 || *size > (256ull << 20)) {
+        d.Error("E023", v.span, "`" + kw + "` must be between 1B and 256MiB");
+        continue;
+      }
+      (kw == "max_request"      ? svc.max_request_bytes
+       : kw == "max_argv_bytes" ? svc.max_argv_bytes
+       : kw == "max_stdin"      ? svc.max_stdin_bytes
+                                : svc.max_input_bytes) = *size;
+    } else if (kw == "request_timeout" || kw == "drain_timeout") {
+      auto t = ReadDuration(v, d, kw);
+      if (!t) continue;
+      if (*t < 1'000'000ull || *t > 3600'000'000'000ull) {
+        d.Error("E023", v.span, "`" + kw + "` must be between 1ms and 1h");
+        continue;
+      }
+      (kw == "request_timeout" ? svc.request_timeout_ns : svc.drain_timeout_ns) = *t;
+    } else {
+      uint64_t max = kw == "max_argv" ? 65536 : kw == "max_input_files" ? 10000 : 4096;
+      uint64_t min = kw == "max_queue" || kw == "max_input_files" ? 0 : 1;
+      auto n = ReadInteger(v, d, kw, min, max);
+      if (!n) continue;
+      (kw == "max_concurrent"    ? svc.max_concurrent
+       : kw == "max_queue"       ? svc.max_queue
+       : kw == "max_connections" ? svc.max_connections
+       : kw == "max_argv"        ? svc.max_argv
+                                 : svc.max_input_files) = static_cast<uint32_t>(*n);
+    }
+  }
+}
+
 using Section = std::function<void(const Statement&, Diags&, HostConfig&)>;
 
 // The host block's keys. A new section (e.g. `service`) is one more entry.
@@ -184,6 +363,7 @@ const std::map<std::string, Section>& Sections() {
       {"forbid_mounts",
        [](const Statement& s, Diags& d, HostConfig& h) { ForbidMounts(s, d, h.ceilings); }},
       {"network", [](const Statement& s, Diags& d, HostConfig& h) { Network(s, d, h.network); }},
+      {"service", [](const Statement& s, Diags& d, HostConfig& h) { Service(s, d, h.service); }},
   };
   return kSections;
 }

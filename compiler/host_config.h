@@ -17,6 +17,8 @@
 // and one field to HostConfig. Unknown sections and keys are errors (E020), as in policies.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +42,63 @@ struct NetworkSettings {
   bool manage_ip_forward = true;
 };
 
+// The daemon (`safex serve`; docs/operating.md). Every key is optional:
+//   service {
+//     policy_dir = "/etc/safex/policies"   # request "name" -> <policy_dir>/<name>.policy
+//     socket = "/run/safex/safex.sock"
+//     socket_group = "safex"               # group owning the socket (name or number); "" = root's
+//     socket_mode = "0660"                 # octal; no execute bits
+//     state_dir = "/run/safex"             # sandbox state of the runs (as `safex run --state-root`)
+//     audit_db = "/var/lib/safex/audit.db"
+//     max_concurrent = 4                   # runs at once (worker threads)
+//     max_queue = 16                       # accepted requests waiting for a worker; full -> 503
+//     max_connections = 64                 # open client connections; more are closed at once
+//     max_request = 8MiB                   # request body (Content-Length) cap
+//     max_argv = 256   max_argv_bytes = 64KiB
+//     max_stdin = 1MiB                     # decoded
+//     max_input_files = 64   max_input_bytes = 4MiB   # decoded, all files together
+//     request_timeout = 10s                # a request must arrive whole within this (slowloris)
+//     drain_timeout = 30s                  # SIGTERM: runs may finish this long, then are killed
+//     allow "python-untrusted" { users = ["alice", 1001]  groups = ["ci"] }
+//     allow "*" { users = ["root"] }       # "*": every policy in policy_dir
+//   }
+// Nothing is allowed unless an `allow` rule says so (root included).
+struct Principal {
+  std::string name;             // a user or group name, resolved when the daemon starts
+  std::optional<uint32_t> id;   // set when written as a number
+};
+
+struct AllowRule {
+  std::string policy;  // a policy name ([a-z0-9-]+) or "*"
+  std::vector<Principal> users;
+  std::vector<Principal> groups;
+};
+
+struct ServiceSettings {
+  std::string policy_dir = "/etc/safex/policies";
+  std::string socket = "/run/safex/safex.sock";
+  std::string socket_group;
+  uint32_t socket_mode = 0660;
+  std::string state_dir = "/run/safex";
+  std::string audit_db = "/var/lib/safex/audit.db";
+  uint32_t max_concurrent = 4;
+  uint32_t max_queue = 16;
+  uint32_t max_connections = 64;
+  uint64_t max_request_bytes = 8ull << 20;
+  uint32_t max_argv = 256;
+  uint64_t max_argv_bytes = 64ull << 10;
+  uint64_t max_stdin_bytes = 1ull << 20;
+  uint32_t max_input_files = 64;
+  uint64_t max_input_bytes = 4ull << 20;
+  uint64_t request_timeout_ns = 10'000'000'000ull;
+  uint64_t drain_timeout_ns = 30'000'000'000ull;
+  std::vector<AllowRule> allow;
+};
+
 struct HostConfig {
   plan::Ceilings ceilings = plan::DefaultCeilings();
   NetworkSettings network;
+  ServiceSettings service;
 };
 
 // Parses host config text. Returns false and appends diagnostics (all of them) on error.

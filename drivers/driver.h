@@ -3,6 +3,7 @@
 // refusal (Status::Unavailable), never a weaker run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +30,12 @@ struct RunRequest {
   std::optional<std::string> stdin_data;  // bytes fed to stdin; /dev/null when absent
   std::string input_dir;             // host dir for the plan's kInput mount ("" if none)
   OutputCollector collect_output;    // may be empty: outputs are then discarded
+  // Cancellation: set non-zero (from any thread) to stop the run early, e.g. the supervisor was
+  // told to stop (the value is the signal it got; drivers only test for non-zero). The driver
+  // then kills the sandbox, tears everything down as it always does and returns a RunResult with
+  // `interrupted` set. Checked at least every GvisorOptions::poll_interval. nullptr: never
+  // cancelled. Must outlive Run().
+  const std::atomic<int>* cancel = nullptr;
 };
 
 // Which limit stopped or constrained the run. kNone when the program ended on its own.
@@ -68,6 +75,8 @@ struct RunResult {
   std::map<std::string, uint64_t> logged_syscalls;
   // Non-empty when teardown could not remove something (a leak the operator must see).
   std::string teardown_error;
+  // The run was stopped through RunRequest::cancel (term_signal is then SIGKILL).
+  bool interrupted = false;
 };
 
 class Driver {

@@ -13,5 +13,9 @@ void RegisterPolicyCommands(CLI::App& app, int* exit_code);
 void RegisterRunCommand(CLI::App& app, int* exit_code);
 // audit list|show|verify|checkpoint|export (cli_audit.cc).
 void RegisterAuditCommands(CLI::App& app, int* exit_code);
+// serve: the host service on a Unix socket (cli_serve.cc). Root.
+void RegisterServeCommand(CLI::App& app, int* exit_code);
+// submit: one run through the service (cli_submit.cc).
+void RegisterSubmitCommand(CLI::App& app, int* exit_code);
 
 }  // namespace safex::cli

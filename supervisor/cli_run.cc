@@ -15,7 +15,9 @@
 #include "common/unique_fd.h"
 #include "compiler/host_config.h"
 #include "supervisor/cli.h"
+#include "supervisor/interrupt_watcher.h"
 #include "supervisor/network.h"
+#include "supervisor/run_record.h"
 #include "supervisor/runner.h"
 
 namespace safex::cli {
@@ -105,6 +107,9 @@ int RefuseEarly(const std::string& why, bool json) {
 }
 
 int DoRun(const RunFlags& f) {
+  // Before any thread exists: SIGINT/SIGTERM/SIGHUP then cancel the run (the sandbox is killed,
+  // removed and the run recorded as interrupted) instead of ending this process mid-run.
+  auto interrupt = supervisor::InterruptWatcher::Start();
   // Fail closed on the audit log first: nothing runs without a record.
   audit::AuditOptions audit_options;
   audit_options.key_path = f.audit_key;
@@ -121,6 +126,7 @@ int DoRun(const RunFlags& f) {
   spec.requester.uid = getuid();
   spec.requester.gid = getgid();
   spec.requester.pid = getpid();
+  if (interrupt.ok()) spec.cancel = (*interrupt)->flag();
 
   supervisor::RunReport refusal;
   auto refuse = [&](const std::string& why) {
@@ -149,6 +155,8 @@ int DoRun(const RunFlags& f) {
   options.state_root = f.state_root;
   options.runsc_path = f.runsc;
   options.ceilings = host->ceilings;
+  options.records_dir = supervisor::RecordsDirFor(f.audit_db);
+  options.audit_db = f.audit_db;
   options.network_provider = supervisor::MakeNetworkProvider(
       supervisor::NetworkConfigFrom(host->network, f.state_root), host->ceilings);
   supervisor::Runner runner(std::move(options));

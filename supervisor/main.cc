@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   safex::cli::RegisterPolicyCommands(app, &exit_code);
   safex::cli::RegisterRunCommand(app, &exit_code);
   safex::cli::RegisterAuditCommands(app, &exit_code);
+  safex::cli::RegisterServeCommand(app, &exit_code);
+  safex::cli::RegisterSubmitCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

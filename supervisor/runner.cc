@@ -19,6 +19,7 @@
 #include "supervisor/input_stage.h"
 #include "supervisor/output/escape.h"
 #include "supervisor/output/report_json.h"
+#include "supervisor/run_record.h"
 
 namespace safex::supervisor {
 namespace {
@@ -177,7 +178,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
                           audit::AuditLog& log) {
   const plan::Plan& plan = prepared.plan;
   RunReport report;
-  report.run_id = audit::NewRunId();
+  report.run_id = spec.run_id.empty() ? audit::NewRunId() : spec.run_id;
   report.policy_name = plan.policy_name;
   report.policy_source_digest = plan.source_digest;
   report.plan_digest = prepared.digest;
@@ -235,6 +236,32 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     return refuse(Verdict::kRefused, "backend unavailable: " + st.message());
   }
 
+  auto cancelled = [&spec]() {
+    return spec.cancel != nullptr ? spec.cancel->load(std::memory_order_relaxed) : 0;
+  };
+  if (int sig = cancelled(); sig != 0) {
+    return refuse(Verdict::kRefused, "interrupted before the run started (signal " +
+                                         std::to_string(sig) + ")");
+  }
+
+  // The owner record: from before the start event until after the end event, so that a crash
+  // anywhere in between is found and closed by recovery (supervisor/run_record.h).
+  RunRecord record;
+  if (!options_.records_dir.empty()) {
+    RunRecordInfo info;
+    info.run_id = report.run_id;
+    info.pid = getpid();
+    info.audit_db = options_.audit_db;
+    info.state_root = options_.state_root;
+    info.input_dir = spec.owned_dir;
+    info.start_ns = NowNs();
+    auto created = RunRecord::Create(options_.records_dir, info);
+    if (!created.ok()) {
+      return refuse(Verdict::kRefused, "run record: " + created.status().message());
+    }
+    record = std::move(created).value();
+  }
+
   // 3-6. Start event, run, validation, end event.
   audit::RunStart start;
   start.run_id = report.run_id;
@@ -256,6 +283,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     request.stdin_data = spec.stdin_data;
     request.input_dir = staged_input ? staged_input->path() : "";
     request.collect_output = [&files](const plan::Mount& m, int dirfd) { files.Collect(m, dirfd); };
+    request.cancel = spec.cancel;
 
     auto result = (*driver)->Run(plan, request);
     end.end_time_ns = NowNs();
@@ -269,7 +297,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     }
     drivers::RunResult& r = *result;
     report.backend_mode = r.backend_mode;
-    report.verdict = VerdictOf(r);
+    report.verdict = r.interrupted ? Verdict::kInterrupted : VerdictOf(r);
     if (r.limit != drivers::LimitHit::kNone) {
       report.limits_fired.push_back(drivers::LimitHitName(r.limit));
     }
@@ -298,6 +326,13 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
       }
     }
     report.exit_status = ExitStatusOf(report.verdict, r);
+    if (report.verdict == Verdict::kInterrupted) {
+      int sig = cancelled();
+      if (sig > 0 && sig < 64) report.exit_status = 128 + sig;
+      report.reason = "interrupted: the supervisor was told to stop (signal " +
+                      std::to_string(sig) + "); the sandbox was killed and removed";
+      end.error = report.reason;
+    }
 
     if (r.term_signal == 0 && r.exit_code >= 0) end.exit_code = r.exit_code;
     if (r.term_signal != 0) end.signal = r.term_signal;
@@ -331,6 +366,12 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     report.stdout_report.reset();
     report.stderr_report.reset();
     report.files.reset();
+  }
+  // After the end event (or its failure): an unended run keeps its record for recovery.
+  if (end.ok() || failure == audit::AuditFailure::kBeforeRun) {
+    record.Remove().ok();
+  } else {
+    record.Abandon();
   }
   return report;
 }

@@ -12,6 +12,7 @@
 // Refusals at any step before 3 are recorded as refusal events where the log is usable.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,11 @@ struct RunnerOptions {
   // Builds the network of runs whose plan grants egress (supervisor/network.h). Empty: such runs
   // are refused.
   drivers::NetworkProvider network_provider;
+  // Where each run's durable owner record is kept (supervisor/run_record.h), normally
+  // RecordsDirFor(audit db). Empty: no records (in-memory logs, unit tests).
+  std::string records_dir;
+  // The audit log path written into each record (which log recovery must close the run in).
+  std::string audit_db;
 };
 
 // What the caller asked for, besides the policy.
@@ -49,6 +55,14 @@ struct RunSpec {
   std::string input_dir;   // "" : none
   std::string output_dir;  // "" : output files are validated but not delivered
   audit::Requester requester;
+  std::string run_id;  // "" : a fresh audit::NewRunId(); otherwise [a-z0-9-], unique
+  // Set non-zero (the signal number) from any thread to stop the run: the sandbox is killed and
+  // torn down, and the run ends with verdict `interrupted` and exit status 128 + the value.
+  // Set before the run starts: the request is refused. nullptr: never.
+  const std::atomic<int>* cancel = nullptr;
+  // A directory made for this run alone that crash recovery removes if the owner dies (the
+  // daemon's per-run input directory). Recorded in the run record; Execute does not remove it.
+  std::string owned_dir;
 };
 
 // Everything the caller is told about a run, refused or not.

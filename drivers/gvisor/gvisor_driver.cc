@@ -129,6 +129,16 @@ std::vector<std::string> DirEntries(const std::string& path) {
 
 bool DirEmpty(const std::string& path) { return DirEntries(path).empty(); }
 
+// Whether every entry of `dir` is one that Run() makes in a run's private directory.
+bool LooksLikeRunDir(const std::string& dir) {
+  static const std::set<std::string> kRunEntries = {"owner.lock", "bundle", "state", "out",
+                                                    "input-empty"};
+  for (const std::string& n : DirEntries(dir)) {
+    if (kRunEntries.count(n) == 0) return false;
+  }
+  return true;
+}
+
 // The last non-empty line of runsc's diagnostics (its error, if it failed).
 std::string LastLine(const std::string& text) {
   size_t end = text.find_last_not_of("\n\r ");
@@ -539,6 +549,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   // ---- 6. Supervise: pipes, deadline, CPU and memory accounting.
   std::optional<LimitHit> reason;
   std::string detail;
+  bool cancelled = false;  // stopped through req.cancel (reason is then kNone)
   const std::string stdin_data = req.stdin_data.value_or("");
   size_t stdin_off = 0;
   if (in_pipe && stdin_data.empty()) in_pipe->write.Reset();
@@ -644,6 +655,10 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
       check_accounting();
       next_poll = now + options_.poll_interval;
     }
+    if (!reason && req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed) != 0) {
+      cancelled = true;
+      stop(LimitHit::kNone, "");
+    }
   }
   const auto end = Clock::now();
   if (in_pipe) in_pipe->write.Reset();
@@ -685,7 +700,11 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   if (s.net) result.denied_egress = s.net->DeniedEgress();
 
   ExitStatus rs = s.runsc.reaped() ? s.runsc.KillAndWait() : ExitStatus{};
-  if (reason && *reason != LimitHit::kNone) {
+  if (cancelled) {
+    // The caller stopped it: whatever the program did so far is reported, nothing more is judged.
+    result.interrupted = true;
+    result.term_signal = SIGKILL;
+  } else if (reason && *reason != LimitHit::kNone) {
     result.limit = *reason;
     result.limit_detail = detail;
     result.term_signal = SIGKILL;
@@ -791,6 +810,10 @@ Status GvisorDriver::CleanupStale(int* cleaned) {
     if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     bool probe = name.starts_with("probe-");
     if (!probe && !ValidRunId(name)) continue;  // not ours
+    // Other components keep their own directories under the same root (e.g. drivers/net's
+    // "net", whose slot records must outlive this cleanup): only a directory holding nothing but
+    // what Run() creates there is a run directory.
+    if (!probe && !LooksLikeRunDir(dir)) continue;
     UniqueFd lock(open((dir + "/owner.lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
     if (lock) {
       if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run owns it

@@ -1,0 +1,207 @@
+// `safex submit`: one run through the safex service, with the exit statuses of `safex run`
+// (docs/cli.md). Prints the program's output as `safex run` does, or the JSON result (--json).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/unique_fd.h"
+#include "supervisor/cli.h"
+#include "supervisor/serve/base64.h"
+#include "supervisor/serve/client.h"
+#include "supervisor/serve/submit_request.h"
+#include "supervisor/verdict.h"
+
+namespace safex::cli {
+namespace {
+
+using nlohmann::json;
+
+// Client-side bounds: the service enforces its own (smaller) limits; these only keep the client
+// from reading unbounded files into memory.
+constexpr size_t kMaxStdinBytes = 64 << 20;
+constexpr size_t kMaxInputBytes = 256 << 20;
+constexpr size_t kMaxInputFiles = 10000;
+
+struct SubmitFlags {
+  std::string policy;
+  std::string socket = "/run/safex/safex.sock";
+  std::string stdin_file;
+  std::string input;
+  bool json = false;
+  std::vector<std::string> argv;
+};
+
+void WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+Result<std::string> ReadFileBounded(const std::string& path, size_t cap) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return Status::Errno("open", path, errno);
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("read", path, errno);
+    }
+    if (n == 0) break;
+    if (data.size() + static_cast<size_t>(n) > cap) {
+      return Status::InvalidArgument(path + " is larger than " + std::to_string(cap) + " bytes");
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+// The service takes a flat directory of plain files (names travel in the request).
+Status ReadInputDir(const std::string& dir, std::vector<serve::InputFile>* out) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return Status::Errno("opendir", dir, errno);
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  if (names.size() > kMaxInputFiles) return Status::InvalidArgument("too many input files");
+  size_t total = 0;
+  for (const std::string& n : names) {
+    std::string path = dir + "/" + n;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return Status::Errno("lstat", path, errno);
+    if (!S_ISREG(st.st_mode)) {
+      return Status::InvalidArgument("input " + path +
+                                     " is not a plain file (the service takes a flat directory "
+                                     "of plain files)");
+    }
+    if (!serve::ValidInputFileName(n)) {
+      return Status::InvalidArgument("input file name '" + n +
+                                     "' is not accepted (1-255 of [A-Za-z0-9._-], not starting "
+                                     "with '.')");
+    }
+    SAFEX_ASSIGN_OR_RETURN(std::string data, ReadFileBounded(path, kMaxInputBytes - total));
+    total += data.size();
+    out->push_back({n, std::move(data)});
+  }
+  return Status::Ok();
+}
+
+int Refuse(const std::string& why, bool as_json) {
+  if (as_json) {
+    json j = {{"verdict", "refused"}, {"exit_status", supervisor::kExitRefused},
+              {"reason", why}, {"run_id", ""}};
+    WriteAll(STDOUT_FILENO, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  } else {
+    WriteAll(STDERR_FILENO, "safex: refused: " + why + "\n");
+  }
+  return supervisor::kExitRefused;
+}
+
+std::string StreamBytes(const json& stream) {
+  if (!stream.is_object()) return "";
+  if (auto it = stream.find("delivered_base64"); it != stream.end() && it->is_string()) {
+    if (auto raw = serve::Base64Decode(it->get<std::string>())) return *raw;
+  }
+  if (auto it = stream.find("text"); it != stream.end() && it->is_string()) {
+    return it->get<std::string>();
+  }
+  return "";
+}
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+int DoSubmit(const SubmitFlags& f) {
+  serve::SubmitRequest req;
+  req.policy = f.policy;
+  req.argv = f.argv;
+  if (!serve::ValidPolicyName(f.policy)) {
+    return Refuse("--policy takes a policy name ([a-z0-9-]), not a path: '" + f.policy + "'",
+                  f.json);
+  }
+  if (!f.stdin_file.empty()) {
+    auto data = ReadFileBounded(f.stdin_file, kMaxStdinBytes);
+    if (!data.ok()) return Refuse("stdin: " + data.status().message(), f.json);
+    req.stdin_data = std::move(data).value();
+  }
+  if (!f.input.empty()) {
+    if (Status st = ReadInputDir(f.input, &req.files); !st.ok()) {
+      return Refuse("input: " + st.message(), f.json);
+    }
+  }
+  auto body = serve::EncodeSubmitRequest(req);
+  if (!body.ok()) return Refuse(body.status().message(), f.json);
+  auto resp = serve::HttpCall(f.socket, "POST", "/v1/runs", *body);
+  if (!resp.ok()) return Refuse(resp.status().message(), f.json);
+  json j = json::parse(resp->body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("exit_status") ||
+      !j["exit_status"].is_number_integer()) {
+    return Refuse("the service answered HTTP " + std::to_string(resp->status) +
+                      " without a result", f.json);
+  }
+  int exit_status = j["exit_status"].get<int>();
+  if (exit_status < 0 || exit_status > 255) exit_status = supervisor::kExitRefused;
+  if (f.json) {
+    WriteAll(STDOUT_FILENO, resp->body + "\n");
+    return exit_status;
+  }
+  // As `safex run` prints a report (cli_run.cc): the program's output, diagnostics, then one
+  // line about anything but a plain exit.
+  if (j.contains("stdout")) WriteAll(STDOUT_FILENO, StreamBytes(j["stdout"]));
+  if (j.contains("stderr")) WriteAll(STDERR_FILENO, StreamBytes(j["stderr"]));
+  std::string diagnostics = Str(j, "diagnostics_text");
+  if (!diagnostics.empty()) WriteAll(STDERR_FILENO, diagnostics);
+  std::string verdict = Str(j, "verdict");
+  if (verdict != "ok" && verdict != "nonzero-exit") {
+    std::string line = "safex: " + (verdict.empty() ? std::string("refused") : verdict);
+    if (auto it = j.find("limits_fired"); it != j.end() && it->is_array() && !it->empty() &&
+                                          (*it)[0].is_string()) {
+      line += " (limit: " + (*it)[0].get<std::string>() + ")";
+    }
+    std::string reason = Str(j, "reason");
+    if (!reason.empty()) line += ": " + reason;
+    std::string run_id = Str(j, "run_id");
+    if (!run_id.empty()) line += " [run " + run_id + "]";
+    WriteAll(STDERR_FILENO, line + "\n");
+  }
+  return exit_status;
+}
+
+}  // namespace
+
+void RegisterSubmitCommand(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<SubmitFlags>();
+  CLI::App* cmd = app.add_subcommand("submit", "Run a program through the safex service");
+  cmd->add_option("--policy", flags->policy, "Policy name (from the service's policy directory)")
+      ->required();
+  cmd->add_option("--socket", flags->socket, "The service's Unix socket");
+  cmd->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
+  cmd->add_option("--input", flags->input,
+                  "Flat directory of plain files that becomes the run's input directory");
+  cmd->add_flag("--json", flags->json, "Print one JSON object describing the run");
+  cmd->add_option("argv", flags->argv, "The program and its arguments, after --")->required();
+  cmd->callback([flags, exit_code] { *exit_code = DoSubmit(*flags); });
+}
+
+}  // namespace safex::cli

@@ -1,0 +1,230 @@
+#include "supervisor/run_record.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace safex::supervisor {
+namespace {
+
+constexpr char kSuffix[] = ".run";
+constexpr size_t kMaxRecordBytes = 64 * 1024;
+
+bool ValidRecordRunId(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+Status WriteAllFd(int fd, const std::string& data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("write", path, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir) {
+  UniqueFd d(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d) return Status::Errno("open", dir, errno);
+  if (fsync(d.get()) != 0) return Status::Errno("fsync", dir, errno);
+  return Status::Ok();
+}
+
+Result<std::string> ReadSmall(int fd, const std::string& path) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = pread(fd, buf, sizeof(buf), static_cast<off_t>(out.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("read", path, errno);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxRecordBytes) return Status::InvalidArgument(path + " is too large");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RecordsDirFor(const std::string& audit_db) {
+  if (audit_db.empty() || audit_db == ":memory:") return "";
+  size_t slash = audit_db.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : audit_db.substr(0, slash));
+  return (dir == "/" ? "" : dir) + "/runs";
+}
+
+RunRecord::RunRecord(RunRecord&& o) noexcept
+    : path_(std::exchange(o.path_, std::string())), lock_(std::move(o.lock_)) {}
+
+RunRecord& RunRecord::operator=(RunRecord&& o) noexcept {
+  if (this != &o) {
+    Remove().ok();
+    path_ = std::exchange(o.path_, std::string());
+    lock_ = std::move(o.lock_);
+  }
+  return *this;
+}
+
+RunRecord::~RunRecord() { Remove().ok(); }
+
+Result<RunRecord> RunRecord::Create(const std::string& dir, const RunRecordInfo& info) {
+  if (!ValidRecordRunId(info.run_id)) {
+    return Status::InvalidArgument("run record: bad run id '" + info.run_id + "'");
+  }
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::Errno("mkdir", dir, errno);
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return Status::Errno("lstat", dir, errno);
+  if (!S_ISDIR(st.st_mode)) return Status::FailedPrecondition(dir + " is not a directory");
+
+  nlohmann::json j;
+  j["run_id"] = info.run_id;
+  j["pid"] = info.pid;
+  j["audit_db"] = info.audit_db;
+  j["state_root"] = info.state_root;
+  j["input_dir"] = info.input_dir;
+  j["start_ns"] = info.start_ns;
+  std::string text = j.dump() + "\n";
+
+  const std::string final_path = dir + "/" + info.run_id + kSuffix;
+  const std::string tmp_path = dir + "/." + info.run_id + ".tmp";
+  UniqueFd fd(open(tmp_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return Status::Errno("open", tmp_path, errno);
+  // Locked before it has its real name: recovery never sees an unlocked record of a live run.
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    unlink(tmp_path.c_str());
+    return Status::Errno("flock", tmp_path, err);
+  }
+  Status st_write = WriteAllFd(fd.get(), text, tmp_path);
+  if (st_write.ok() && fsync(fd.get()) != 0) st_write = Status::Errno("fsync", tmp_path, errno);
+  if (st_write.ok() && rename(tmp_path.c_str(), final_path.c_str()) != 0) {
+    st_write = Status::Errno("rename", final_path, errno);
+  }
+  if (!st_write.ok()) {
+    unlink(tmp_path.c_str());
+    return st_write;
+  }
+  RunRecord r;
+  r.path_ = final_path;
+  r.lock_ = std::move(fd);
+  // The rename must be durable before the start event is: otherwise a power loss could leave a
+  // started run with no record, and it would never be closed.
+  if (Status s = FsyncDir(dir); !s.ok()) return s;  // r's destructor removes the record
+  return r;
+}
+
+Status RunRecord::Remove() {
+  if (path_.empty()) return Status::Ok();
+  Status st = Status::Ok();
+  if (unlink(path_.c_str()) != 0 && errno != ENOENT) st = Status::Errno("unlink", path_, errno);
+  path_.clear();
+  lock_.Reset();  // after the unlink: recovery never takes the lock of a record still named
+  return st;
+}
+
+void RunRecord::Abandon() {
+  path_.clear();
+  lock_.Reset();
+}
+
+Result<RunRecordInfo> ParseRunRecord(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("run record: not JSON");
+  RunRecordInfo info;
+  auto str = [&](const char* k, std::string* out) {
+    auto it = j.find(k);
+    if (it != j.end() && it->is_string()) *out = it->get<std::string>();
+  };
+  auto num = [&](const char* k, int64_t* out) {
+    auto it = j.find(k);
+    if (it != j.end() && it->is_number_integer()) *out = it->get<int64_t>();
+  };
+  str("run_id", &info.run_id);
+  str("audit_db", &info.audit_db);
+  str("state_root", &info.state_root);
+  str("input_dir", &info.input_dir);
+  num("pid", &info.pid);
+  num("start_ns", &info.start_ns);
+  if (!ValidRecordRunId(info.run_id)) return Status::InvalidArgument("run record: bad run id");
+  return info;
+}
+
+Result<std::vector<StaleRecord>> TakeStaleRecords(const std::string& dir) {
+  std::vector<StaleRecord> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return out;
+    return Status::Errno("opendir", dir, errno);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) names.emplace_back(e->d_name);
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    if (name.starts_with(".") && name.ends_with(".tmp")) {
+      // A record that never got its name: its owner died inside Create (or is in it now; a
+      // live owner holds its lock). Nothing started under it.
+      UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
+      continue;
+    }
+    if (!name.ends_with(kSuffix)) continue;
+    std::string run_id = name.substr(0, name.size() - std::strlen(kSuffix));
+    if (!ValidRecordRunId(run_id)) continue;
+    UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) continue;  // gone meanwhile: its run ended
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live owner holds it
+    // The owner may have finished (unlink, then unlock) between our open and our flock: only a
+    // record still linked under its name is stale.
+    struct stat by_fd {}, by_name {};
+    if (fstat(fd.get(), &by_fd) != 0 || lstat(path.c_str(), &by_name) != 0 ||
+        by_fd.st_ino != by_name.st_ino || by_fd.st_dev != by_name.st_dev) {
+      continue;
+    }
+    StaleRecord r;
+    r.path = path;
+    auto text = ReadSmall(fd.get(), path);
+    auto info = text.ok() ? ParseRunRecord(*text) : Result<RunRecordInfo>(text.status());
+    if (info.ok() && info->run_id == run_id) {
+      r.info = std::move(info).value();
+    } else {
+      r.readable = false;
+      r.info.run_id = run_id;
+    }
+    r.lock = std::move(fd);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status RemoveStaleRecord(StaleRecord& record) {
+  if (record.path.empty()) return Status::Ok();
+  Status st = Status::Ok();
+  if (unlink(record.path.c_str()) != 0 && errno != ENOENT) {
+    st = Status::Errno("unlink", record.path, errno);
+  }
+  record.path.clear();
+  record.lock.Reset();
+  return st;
+}
+
+}  // namespace safex::supervisor

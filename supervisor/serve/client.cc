@@ -1,0 +1,118 @@
+#include "supervisor/serve/client.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/unique_fd.h"
+#include "supervisor/serve/unix_socket.h"
+
+namespace safex::serve {
+
+Result<HttpResponse> ParseHttpResponse(const std::string& raw) {
+  size_t pos = 0;
+  for (;;) {
+    size_t end = raw.find("\r\n\r\n", pos);
+    if (end == std::string::npos) return Status::Unavailable("incomplete response from the service");
+    std::string_view head(raw.data() + pos, end - pos);
+    if (!head.starts_with("HTTP/1.")) return Status::Unavailable("not an HTTP response");
+    size_t sp = head.find(' ');
+    if (sp == std::string_view::npos || head.size() < sp + 4) {
+      return Status::Unavailable("malformed status line");
+    }
+    int status = 0;
+    for (size_t i = sp + 1; i < sp + 4; ++i) {
+      char c = head[i];
+      if (c < '0' || c > '9') return Status::Unavailable("malformed status code");
+      status = status * 10 + (c - '0');
+    }
+    size_t body_start = end + 4;
+    if (status >= 100 && status < 200) {  // interim (100 Continue): the real one follows
+      pos = body_start;
+      continue;
+    }
+    HttpResponse r;
+    r.status = status;
+    int64_t length = -1;
+    size_t line = head.find("\r\n");
+    while (line != std::string_view::npos) {
+      size_t next = head.find("\r\n", line + 2);
+      std::string_view h = head.substr(line + 2, next == std::string_view::npos
+                                                     ? std::string_view::npos
+                                                     : next - line - 2);
+      size_t colon = h.find(':');
+      if (colon != std::string_view::npos) {
+        std::string name(h.substr(0, colon));
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        std::string_view v = h.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        if (name == "content-length") {
+          length = 0;
+          for (char c : v) {
+            if (c < '0' || c > '9' || length > (int64_t{1} << 40)) {
+              return Status::Unavailable("malformed Content-Length");
+            }
+            length = length * 10 + (c - '0');
+          }
+        } else if (name == "content-type") {
+          r.content_type = std::string(v);
+        }
+      }
+      line = next;
+    }
+    if (length < 0) {
+      r.body = raw.substr(body_start);
+    } else {
+      if (raw.size() - body_start < static_cast<size_t>(length)) {
+        return Status::Unavailable("the service closed the connection mid-response");
+      }
+      r.body = raw.substr(body_start, static_cast<size_t>(length));
+    }
+    return r;
+  }
+}
+
+Result<HttpResponse> HttpCall(const std::string& socket_path, const std::string& method,
+                              const std::string& target, const std::string& body,
+                              uint64_t max_response_bytes) {
+  SAFEX_ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket_path));
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: safex\r\n";
+  if (!body.empty() || method == "POST") {
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n";
+  }
+  req += "Connection: close\r\n\r\n";
+  req += body;
+  size_t off = 0;
+  while (off < req.size()) {
+    ssize_t n = send(fd.get(), req.data() + off, req.size() - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // The daemon may answer (e.g. 413) and close before reading everything: read its answer.
+      if (errno == EPIPE || errno == ECONNRESET) break;
+      return Status::Errno("send", socket_path, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  shutdown(fd.get(), SHUT_WR);
+  std::string raw;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ECONNRESET && !raw.empty()) break;
+      return Status::Errno("recv", socket_path, errno);
+    }
+    if (n == 0) break;
+    raw.append(buf, static_cast<size_t>(n));
+    if (raw.size() > max_response_bytes) {
+      return Status::ResourceExhausted("the service's response is larger than " +
+                                       std::to_string(max_response_bytes) + " bytes");
+    }
+  }
+  return ParseHttpResponse(raw);
+}
+
+}  // namespace safex::serve

@@ -1,0 +1,59 @@
+// The daemon's counters, rendered in the Prometheus text format (GET /metrics):
+//   safex_runs_started_total, safex_runs_finished_total{verdict}, safex_requests_refused_total
+//   {reason}, safex_queue_depth, safex_runs_in_flight, safex_connections_open,
+//   safex_run_duration_seconds (histogram), safex_recovered_runs_total, safex_policy_compilations.
+// Updated from any thread (atomics); Render() takes a consistent-enough snapshot.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "audit/verdict.h"
+
+namespace safex::serve {
+
+// Why a request was refused (one label value each).
+enum class RefusalReason {
+  kBadRequest,    // malformed HTTP, JSON, fields, limits (4xx)
+  kForbidden,     // the caller may not use that policy
+  kUnknownPolicy, // no such policy
+  kBusy,          // queue full
+  kShuttingDown,  // draining
+  kConnections,   // too many open connections
+  kTimeout,       // the request did not arrive in time
+  kPolicy,        // the policy or plan was refused (does not compile, exceeds ceilings, ...)
+};
+inline constexpr size_t kRefusalReasons = 8;
+const char* RefusalReasonName(RefusalReason r);
+
+class Metrics {
+ public:
+  static constexpr std::array<double, 10> kBuckets = {0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600};
+
+  void RunStarted() { started_.fetch_add(1, std::memory_order_relaxed); }
+  void RunFinished(audit::Verdict v, double seconds);
+  void Refused(RefusalReason r) {
+    refused_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
+  void SetRecovered(uint64_t n) { recovered_.store(n); }
+
+  std::atomic<int64_t> queue_depth{0};
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> connections{0};
+  std::atomic<uint64_t> policy_compilations{0};
+
+  std::string Render() const;
+
+ private:
+  std::atomic<uint64_t> started_{0};
+  std::array<std::atomic<uint64_t>, 16> finished_{};  // by verdict (enum order)
+  std::array<std::atomic<uint64_t>, kRefusalReasons> refused_{};
+  std::array<std::atomic<uint64_t>, kBuckets.size()> buckets_{};  // non-cumulative counts
+  std::atomic<uint64_t> duration_count_{0};
+  std::atomic<uint64_t> duration_micros_{0};
+  std::atomic<uint64_t> recovered_{0};
+};
+
+}  // namespace safex::serve

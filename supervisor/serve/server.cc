@@ -1,0 +1,956 @@
+#include "supervisor/serve/server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "audit/json_bytes.h"
+#include "audit/time_format.h"
+#include "drivers/net/run_network.h"
+#include "supervisor/network.h"
+#include "supervisor/run_record.h"
+#include "supervisor/runner.h"
+#include "supervisor/serve/access.h"
+#include "supervisor/serve/base64.h"
+#include "supervisor/serve/http_parser.h"
+#include "supervisor/serve/metrics.h"
+#include "supervisor/serve/policy_store.h"
+#include "supervisor/serve/submit_request.h"
+#include "supervisor/serve/unix_socket.h"
+
+namespace safex::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr uint64_t kListenId = 1;
+constexpr uint64_t kWakeId = 2;
+constexpr uint64_t kSignalId = 3;
+constexpr uint64_t kFirstConnId = 16;
+constexpr size_t kMaxSideTasks = 1024;
+constexpr const char* kJson = "application/json";
+constexpr const char* kVersion = "0.1.0";
+
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 2) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// The body of every refusal: the same object `safex run --json` prints for a refusal, plus the
+// HTTP-level error.
+std::string RefusalBody(const supervisor::RunReport& report, int http_status) {
+  json j = supervisor::ReportToJson(report);
+  j["error"] = {{"status", http_status}, {"message", report.reason}};
+  return Dump(j);
+}
+
+std::string RunBody(const supervisor::RunReport& report) {
+  json j = supervisor::ReportToJson(report);
+  // JSON carries UTF-8 only; bytes the policy let through that are not UTF-8 travel as base64 so
+  // that `safex submit` prints exactly what `safex run` would.
+  auto add_raw = [&j](const char* key, const std::optional<output::ValidationReport>& v) {
+    if (v && !ValidUtf8(v->delivered) && j.contains(key)) {
+      j[key]["delivered_base64"] = Base64Encode(v->delivered);
+    }
+  };
+  add_raw("stdout", report.stdout_report);
+  add_raw("stderr", report.stderr_report);
+  // The rendered diagnostics as `safex run` prints them (the "diagnostics" field is escaped for
+  // logs); they come from the operator's policy files, not from the program.
+  if (!report.diagnostics.empty()) j["diagnostics_text"] = report.diagnostics;
+  return Dump(j);
+}
+
+json SummaryJson(const audit::RunSummary& r) {
+  json argv = json::array();
+  for (const auto& a : r.argv) argv.push_back(audit::JsonFromBytes(a));
+  return json{
+      {"run_id", r.run_id},
+      {"state", r.state},
+      {"verdict", r.verdict.empty() ? json(nullptr) : json(r.verdict)},
+      {"started_at", audit::FormatIso8601(r.start_ns)},
+      {"ended_at", r.end_ns ? json(audit::FormatIso8601(*r.end_ns)) : json(nullptr)},
+      {"uid", r.requester.uid ? json(*r.requester.uid) : json(nullptr)},
+      {"gid", r.requester.gid ? json(*r.requester.gid) : json(nullptr)},
+      {"pid", r.requester.pid ? json(*r.requester.pid) : json(nullptr)},
+      {"policy", audit::JsonFromBytes(r.policy_name)},
+      {"plan_digest", r.plan_digest},
+      {"backend", r.backend},
+      {"argv", argv},
+      {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+      {"signal", r.signal ? json(*r.signal) : json(nullptr)},
+      {"limits_fired", r.limits_fired},
+      {"wall_ns", r.wall_ns ? json(*r.wall_ns) : json(nullptr)},
+      {"reason", audit::JsonFromBytes(r.reason)},
+  };
+}
+
+bool ValidRunIdText(std::string_view id) {
+  if (id.size() != 36) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    char c = id[i];
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+struct Conn {
+  enum class State { kReading, kWaiting, kWriting };
+  uint64_t id = 0;
+  UniqueFd fd;
+  Caller caller;
+  HttpRequestParser parser;
+  State state = State::kReading;
+  Clock::time_point deadline;  // reading: the whole request; writing: the whole response
+  bool got_bytes = false;
+  bool sent_continue = false;
+  bool in_epoll = true;
+  std::string out;
+  size_t out_off = 0;
+
+  explicit Conn(HttpLimits limits) : parser(limits) {}
+};
+
+struct Job {
+  uint64_t conn = 0;
+  Caller caller;
+  SubmitRequest request;
+};
+
+struct Completion {
+  uint64_t conn = 0;
+  std::string response;
+};
+
+std::mutex g_log_mu;
+
+}  // namespace
+
+void ServeLog(const std::string& line) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::string stamp = audit::FormatIso8601(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
+  std::lock_guard<std::mutex> l(g_log_mu);
+  std::fprintf(stderr, "%s safex serve: %s\n", stamp.c_str(), line.c_str());
+  std::fflush(stderr);
+}
+
+struct Server::Impl {
+  ServeConfig cfg;
+  UniqueFd instance_lock;
+  std::optional<AccessControl> access;
+  std::unique_ptr<supervisor::Runner> runner;
+  std::unique_ptr<PolicyStore> policies;
+  Metrics metrics;
+  RecoveryReport recovery;
+  std::vector<std::unique_ptr<audit::AuditLog>> worker_logs;
+  std::unique_ptr<audit::AuditLog> side_log;
+  UniqueFd listen_fd, epoll_fd, wake_fd, signal_fd;
+  std::atomic<int> cancel{0};
+  HttpLimits http_limits;
+  RequestLimits request_limits;
+
+  // Admitted run requests: `jobs` waiting, `pending` = waiting + running. Guarded by jobs_mu.
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;
+  std::deque<Job> jobs;
+  size_t pending = 0;
+  bool stop_workers = false;
+  std::vector<std::thread> workers;
+
+  // Side tasks (refusal records, queries). Guarded by side_mu.
+  std::mutex side_mu;
+  std::condition_variable side_cv;
+  std::deque<std::function<void(audit::AuditLog&)>> side;
+  size_t side_busy = 0;
+  bool stop_side = false;
+  std::thread side_thread;
+
+  // Responses made off the loop thread. Guarded by done_mu.
+  std::mutex done_mu;
+  std::vector<Completion> done;
+
+  // Loop thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
+  uint64_t next_id = kFirstConnId;
+  bool draining = false;
+  Clock::time_point drain_deadline;
+
+  const compiler::ServiceSettings& svc() const { return cfg.host.service; }
+
+  // ---- Off-loop helpers (any thread).
+  void Complete(uint64_t conn, std::string response) {
+    {
+      std::lock_guard<std::mutex> l(done_mu);
+      done.push_back({conn, std::move(response)});
+    }
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd.get(), &one, sizeof(one));
+    (void)n;
+  }
+
+  bool PostSide(std::function<void(audit::AuditLog&)> task) {
+    {
+      std::lock_guard<std::mutex> l(side_mu);
+      if (side.size() >= kMaxSideTasks) return false;
+      side.push_back(std::move(task));
+    }
+    side_cv.notify_one();
+    return true;
+  }
+
+  void SideLoop() {
+    for (;;) {
+      std::function<void(audit::AuditLog&)> task;
+      {
+        std::unique_lock<std::mutex> l(side_mu);
+        side_cv.wait(l, [this] { return stop_side || !side.empty(); });
+        if (side.empty()) return;
+        task = std::move(side.front());
+        side.pop_front();
+        ++side_busy;
+      }
+      task(*side_log);
+      std::lock_guard<std::mutex> l(side_mu);
+      --side_busy;
+    }
+  }
+
+  bool SideIdle() {
+    std::lock_guard<std::mutex> l(side_mu);
+    return side.empty() && side_busy == 0;
+  }
+
+  // Refuses a run request: audited first (side thread), then answered.
+  void RefuseRun(uint64_t conn, int http_status, RefusalReason why, const std::string& message,
+                 const Caller& caller, const std::string& policy,
+                 const std::vector<std::string>& argv, std::vector<std::string> headers = {}) {
+    metrics.Refused(why);
+    supervisor::RunReport report;
+    report.run_id = audit::NewRunId();
+    report.reason = message;
+    report.policy_name = policy;
+    supervisor::RunSpec spec;
+    spec.argv = argv;
+    spec.requester = {caller.uid, caller.gid, caller.pid};
+    auto respond = [this, conn, http_status, headers](const supervisor::RunReport& r) {
+      Complete(conn, FormatResponse(http_status, kJson, RefusalBody(r, http_status), headers));
+    };
+    bool posted = PostSide([report, spec, respond](audit::AuditLog& log) mutable {
+      supervisor::Runner::RecordRefusal(log, spec, &report);
+      respond(report);
+    });
+    if (!posted) {
+      report.reason += " (not audited: the audit backlog is full)";
+      ServeLog("refusal not audited (backlog full): " + message);
+      respond(report);
+    }
+  }
+
+  void WorkerLoop(size_t index) {
+    audit::AuditLog& log = *worker_logs[index];
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> l(jobs_mu);
+        jobs_cv.wait(l, [this] { return stop_workers || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+        metrics.queue_depth.fetch_sub(1);
+      }
+      metrics.in_flight.fetch_add(1);
+      std::string response = HandleRun(job, log);
+      metrics.in_flight.fetch_sub(1);
+      {
+        std::lock_guard<std::mutex> l(jobs_mu);
+        --pending;
+      }
+      Complete(job.conn, std::move(response));
+    }
+  }
+
+  std::string HandleRun(Job& job, audit::AuditLog& log) {
+    const auto t0 = Clock::now();
+    supervisor::RunSpec spec;
+    spec.argv = job.request.argv;
+    spec.stdin_data = job.request.stdin_data;
+    spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
+    spec.run_id = audit::NewRunId();
+    spec.cancel = &cancel;
+
+    supervisor::RunReport report;
+    report.run_id = spec.run_id;
+    auto prepared = policies->Get(job.request.policy, &report);
+    metrics.policy_compilations.store(policies->compilations());
+    if (!prepared.ok()) {
+      if (report.policy_name.empty()) report.policy_name = job.request.policy;
+      if (report.reason.empty()) report.reason = prepared.status().message();
+      report.verdict = supervisor::Verdict::kRefused;
+      report.exit_status = supervisor::kExitRefused;
+      bool unknown = prepared.status().code() == Status::Code::kNotFound;
+      metrics.Refused(unknown ? RefusalReason::kUnknownPolicy : RefusalReason::kPolicy);
+      supervisor::Runner::RecordRefusal(log, spec, &report);
+      if (unknown) return FormatResponse(404, kJson, RefusalBody(report, 404));
+      return FormatResponse(200, kJson, RunBody(report));
+    }
+
+    // The request's files become the run's input directory (the runner snapshots it).
+    std::string input_dir;
+    if (!job.request.files.empty()) {
+      input_dir = ServeInputsDir(svc().state_dir) + "/" + spec.run_id;
+      Status st = WriteInputs(input_dir, job.request.files);
+      if (!st.ok()) {
+        RemoveDir(input_dir);
+        report.reason = "input files: " + st.message();
+        report.verdict = supervisor::Verdict::kRefused;
+        report.exit_status = supervisor::kExitRefused;
+        supervisor::Runner::RecordRefusal(log, spec, &report);
+        return FormatResponse(200, kJson, RunBody(report));
+      }
+      spec.input_dir = input_dir;
+      spec.owned_dir = input_dir;
+    }
+
+    metrics.RunStarted();
+    supervisor::RunReport result = runner->Execute(**prepared, spec, log);
+    if (!input_dir.empty()) RemoveDir(input_dir);
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    metrics.RunFinished(result.verdict, seconds);
+    return FormatResponse(200, kJson, RunBody(result));
+  }
+
+  static Status WriteInputs(const std::string& dir, const std::vector<InputFile>& files) {
+    if (mkdir(dir.c_str(), 0700) != 0) return Status::Errno("mkdir", dir, errno);
+    for (const InputFile& f : files) {
+      // Names were validated (no '/', no leading '.'); O_EXCL|O_NOFOLLOW anyway.
+      std::string path = dir + "/" + f.name;
+      UniqueFd fd(open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (!fd) return Status::Errno("open", path, errno);
+      size_t off = 0;
+      while (off < f.data.size()) {
+        ssize_t n = write(fd.get(), f.data.data() + off, f.data.size() - off);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return Status::Errno("write", path, errno);
+        }
+        off += static_cast<size_t>(n);
+      }
+    }
+    return Status::Ok();
+  }
+
+  static void RemoveDir(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) ServeLog("could not remove " + dir + ": " + ec.message());
+  }
+
+  // ---- The event loop.
+  void EpollAdd(int fd, uint64_t id, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = id;
+    epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  void EpollMod(Conn& c, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = c.id;
+    epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+  }
+  void EpollDel(Conn& c) {
+    if (!c.in_epoll) return;
+    epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+    c.in_epoll = false;
+  }
+
+  void Close(uint64_t id) {
+    auto it = conns.find(id);
+    if (it == conns.end()) return;
+    EpollDel(*it->second);
+    conns.erase(it);
+    metrics.connections.store(static_cast<int64_t>(conns.size()));
+  }
+
+  void Accept() {
+    for (int i = 0; i < 64; ++i) {
+      UniqueFd fd(accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN, or EMFILE and friends: the backlog holds them until later
+      }
+      if (conns.size() >= svc().max_connections) {
+        metrics.Refused(RefusalReason::kConnections);
+        std::string r = FormatResponse(503, kJson, R"({"error":{"status":503,"message":"too many connections"}})");
+        ssize_t n = send(fd.get(), r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)n;
+        continue;
+      }
+      auto peer = PeerOf(fd.get());
+      if (!peer.ok()) continue;
+      auto c = std::make_unique<Conn>(http_limits);
+      c->id = next_id++;
+      c->fd = std::move(fd);
+      c->caller = *peer;
+      c->deadline = Clock::now() + std::chrono::nanoseconds(svc().request_timeout_ns);
+      EpollAdd(c->fd.get(), c->id, EPOLLIN | EPOLLRDHUP);
+      conns.emplace(c->id, std::move(c));
+      metrics.connections.store(static_cast<int64_t>(conns.size()));
+    }
+  }
+
+  void Respond(Conn& c, std::string response) {
+    c.out = std::move(response);
+    c.out_off = 0;
+    c.state = Conn::State::kWriting;
+    c.deadline = Clock::now() + std::chrono::nanoseconds(svc().request_timeout_ns);
+    if (c.in_epoll) EpollMod(c, EPOLLOUT);
+    TryWrite(c);
+  }
+
+  // Writes what the socket takes now; closes the connection when done or broken.
+  void TryWrite(Conn& c) {
+    while (c.out_off < c.out.size()) {
+      ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) {
+          if (!c.in_epoll) {
+            EpollAdd(c.fd.get(), c.id, EPOLLOUT);
+            c.in_epoll = true;
+          }
+          return;
+        }
+        break;  // the client is gone
+      }
+      c.out_off += static_cast<size_t>(n);
+    }
+    // Done (or failed): say we are finished, let the client read the rest, and close.
+    shutdown(c.fd.get(), SHUT_WR);
+    Close(c.id);
+  }
+
+  void RespondError(Conn& c, int status, const std::string& message) {
+    json j = {{"error", {{"status", status}, {"message", message}}},
+              {"verdict", "refused"},
+              {"exit_status", supervisor::kExitRefused},
+              {"reason", message}};
+    Respond(c, FormatResponse(status, kJson, Dump(j)));
+  }
+
+  void OnReadable(Conn& c) {
+    char buf[16384];
+    for (int rounds = 0; rounds < 16 && c.state == Conn::State::kReading; ++rounds) {
+      ssize_t n = recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) return;
+        Close(c.id);
+        return;
+      }
+      if (n == 0) {
+        if (!c.got_bytes) {
+          Close(c.id);  // connected and left: nothing to answer
+        } else {
+          metrics.Refused(RefusalReason::kBadRequest);
+          RespondError(c, 400, "the connection was closed before the request was complete");
+        }
+        return;
+      }
+      c.got_bytes = true;
+      auto st = c.parser.Feed(std::string_view(buf, static_cast<size_t>(n)));
+      if (st == HttpRequestParser::State::kError) {
+        metrics.Refused(RefusalReason::kBadRequest);
+        RespondError(c, c.parser.error_status(), c.parser.error_message());
+        return;
+      }
+      if (st == HttpRequestParser::State::kDone) {
+        Dispatch(c);
+        return;
+      }
+      if (c.parser.headers_done() && c.parser.expects_continue() && !c.sent_continue) {
+        c.sent_continue = true;
+        static constexpr char k100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        ssize_t w = send(c.fd.get(), k100, sizeof(k100) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+      }
+    }
+  }
+
+  void Wait(Conn& c) {
+    c.state = Conn::State::kWaiting;
+    // No interest while the run goes on; HUP/ERR are still reported and handled in Loop.
+    if (c.in_epoll) EpollMod(c, 0);
+  }
+
+  void Dispatch(Conn& c) {
+    const HttpRequest& req = c.parser.request();
+    std::string_view path = req.Path();
+    const std::string& method = req.method;
+    auto method_not_allowed = [&](const char* allow) {
+      metrics.Refused(RefusalReason::kBadRequest);
+      json j = {{"error", {{"status", 405}, {"message", "method not allowed"}}}};
+      Respond(c, FormatResponse(405, kJson, Dump(j), {std::string("Allow: ") + allow}));
+    };
+    if (path == "/v1/health") {
+      if (method != "GET") return method_not_allowed("GET");
+      json j = {{"status", draining ? "draining" : "ok"},
+                {"version", kVersion},
+                {"in_flight", metrics.in_flight.load()},
+                {"queued", metrics.queue_depth.load()},
+                {"max_concurrent", svc().max_concurrent},
+                {"max_queue", svc().max_queue},
+                {"connections", metrics.connections.load()},
+                {"recovered_runs", recovery.interrupted.size()}};
+      return Respond(c, FormatResponse(200, kJson, Dump(j)));
+    }
+    if (path == "/metrics") {
+      if (method != "GET") return method_not_allowed("GET");
+      return Respond(c, FormatResponse(200, "text/plain; version=0.0.4", metrics.Render()));
+    }
+    if (path == "/v1/runs") {
+      if (method == "POST") return SubmitRun(c);
+      if (method == "GET") return ListRuns(c);
+      return method_not_allowed("GET, POST");
+    }
+    if (path.starts_with("/v1/runs/")) {
+      if (method != "GET") return method_not_allowed("GET");
+      return GetRun(c, std::string(path.substr(9)));
+    }
+    metrics.Refused(RefusalReason::kBadRequest);
+    json j = {{"error", {{"status", 404}, {"message", "no such endpoint"}}}};
+    Respond(c, FormatResponse(404, kJson, Dump(j)));
+  }
+
+  void SubmitRun(Conn& c) {
+    Wait(c);
+    const Caller caller = c.caller;
+    if (draining) {
+      return RefuseRun(c.id, 503, RefusalReason::kShuttingDown, "the service is shutting down",
+                       caller, "", {});
+    }
+    auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits);
+    if (!parsed.ok()) {
+      int status = parsed.status().code() == Status::Code::kResourceExhausted ? 413 : 400;
+      return RefuseRun(c.id, status, RefusalReason::kBadRequest,
+                       "bad request: " + parsed.status().message(), caller, "", {});
+    }
+    SubmitRequest& r = *parsed;
+    if (!access->Allowed(caller, r.policy)) {
+      return RefuseRun(c.id, 403, RefusalReason::kForbidden,
+                       "uid " + std::to_string(caller.uid) + " may not use policy \"" + r.policy +
+                           "\" (see the service's allow rules)",
+                       caller, r.policy, r.argv);
+    }
+    {
+      std::unique_lock<std::mutex> l(jobs_mu);
+      if (pending >= static_cast<size_t>(svc().max_concurrent) + svc().max_queue) {
+        l.unlock();
+        return RefuseRun(c.id, 503, RefusalReason::kBusy,
+                         "the service is at capacity (" + std::to_string(svc().max_concurrent) +
+                             " running, " + std::to_string(svc().max_queue) +
+                             " queued); try again later",
+                         caller, r.policy, r.argv, {"Retry-After: 1"});
+      }
+      ++pending;
+      metrics.queue_depth.fetch_add(1);
+      jobs.push_back(Job{c.id, caller, std::move(r)});
+    }
+    jobs_cv.notify_one();
+  }
+
+  void ListRuns(Conn& c) {
+    Wait(c);
+    uint64_t limit = 20;
+    std::string_view q = c.parser.request().Query();
+    if (q.starts_with("limit=")) {
+      std::string_view v = q.substr(6);
+      if (v.empty() || v.size() > 4 ||
+          !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        metrics.Refused(RefusalReason::kBadRequest);
+        return Complete(c.id, FormatResponse(400, kJson, R"({"error":{"status":400,"message":"limit must be 1-1000"}})"));
+      }
+      limit = std::clamp<uint64_t>(std::stoull(std::string(v)), 1, 1000);
+    }
+    const Caller caller = c.caller;
+    const uint64_t id = c.id;
+    bool posted = PostSide([this, caller, id, limit](audit::AuditLog& log) {
+      audit::RunFilter f;
+      f.limit = limit;
+      if (caller.uid != 0) f.uid = caller.uid;  // callers see their own runs; root sees all
+      auto runs = log.ListRuns(f);
+      if (!runs.ok()) {
+        return Complete(id, FormatResponse(500, kJson, Dump(json{{"error", {{"status", 500}, {"message", runs.status().message()}}}})));
+      }
+      json arr = json::array();
+      for (const auto& r : *runs) arr.push_back(SummaryJson(r));
+      Complete(id, FormatResponse(200, kJson, Dump(json{{"runs", arr}})));
+    });
+    if (!posted) Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+  }
+
+  void GetRun(Conn& c, const std::string& run_id) {
+    Wait(c);
+    const uint64_t id = c.id;
+    if (!ValidRunIdText(run_id)) {
+      metrics.Refused(RefusalReason::kBadRequest);
+      return Complete(id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+    }
+    const Caller caller = c.caller;
+    bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
+      auto d = log.GetRun(run_id);
+      // Another user's run is "not found" for the caller: its existence is not theirs to learn.
+      if (!d.ok() || (caller.uid != 0 && d->run.requester.uid != caller.uid)) {
+        return Complete(id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+      }
+      Complete(id, FormatResponse(200, kJson, Dump(SummaryJson(d->run))));
+    });
+    if (!posted) Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+  }
+
+  void TakeCompletions() {
+    uint64_t v;
+    ssize_t n = read(wake_fd.get(), &v, sizeof(v));
+    (void)n;
+    std::vector<Completion> batch;
+    {
+      std::lock_guard<std::mutex> l(done_mu);
+      batch.swap(done);
+    }
+    for (Completion& d : batch) {
+      auto it = conns.find(d.conn);
+      if (it == conns.end()) continue;
+      Respond(*it->second, std::move(d.response));
+    }
+  }
+
+  void BeginDrain(int sig) {
+    draining = true;
+    drain_deadline = Clock::now() + std::chrono::nanoseconds(svc().drain_timeout_ns);
+    ServeLog("signal " + std::to_string(sig) + ": draining (no new connections; running runs " +
+             "may finish within " + std::to_string(svc().drain_timeout_ns / 1000000) + " ms)");
+    epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, listen_fd.get(), nullptr);
+    listen_fd.Reset();
+    unlink(svc().socket.c_str());
+    // Connections still sending a request are dropped; queued requests are refused.
+    std::vector<uint64_t> reading;
+    for (auto& [id, c] : conns) {
+      if (c->state == Conn::State::kReading) reading.push_back(id);
+    }
+    for (uint64_t id : reading) Close(id);
+    std::deque<Job> queued;
+    {
+      std::lock_guard<std::mutex> l(jobs_mu);
+      queued.swap(jobs);
+      pending -= queued.size();
+      metrics.queue_depth.fetch_sub(static_cast<int64_t>(queued.size()));
+    }
+    for (Job& j : queued) {
+      RefuseRun(j.conn, 503, RefusalReason::kShuttingDown,
+                "the service is shutting down; the request was not started", j.caller,
+                j.request.policy, j.request.argv);
+    }
+  }
+
+  bool Drained() {
+    if (!conns.empty() || !SideIdle()) return false;
+    std::lock_guard<std::mutex> l(jobs_mu);
+    return pending == 0;
+  }
+
+  int Loop() {
+    epoll_event events[64];
+    for (;;) {
+      auto now = Clock::now();
+      auto wake = now + std::chrono::seconds(1);
+      for (auto& [id, c] : conns) {
+        if (c->state != Conn::State::kWaiting) wake = std::min(wake, c->deadline);
+      }
+      if (draining && cancel.load() == 0) wake = std::min(wake, drain_deadline);
+      int timeout = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::ceil<std::chrono::milliseconds>(wake - now).count()));
+      int n = epoll_wait(epoll_fd.get(), events, 64, timeout);
+      if (n < 0 && errno != EINTR) {
+        ServeLog(std::string("epoll_wait: ") + std::strerror(errno));
+        return 1;
+      }
+      for (int i = 0; i < n; ++i) {
+        uint64_t id = events[i].data.u64;
+        uint32_t ev = events[i].events;
+        if (id == kListenId) {
+          if (listen_fd) Accept();
+        } else if (id == kWakeId) {
+          TakeCompletions();
+        } else if (id == kSignalId) {
+          signalfd_siginfo si{};
+          if (read(signal_fd.get(), &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
+          int sig = static_cast<int>(si.ssi_signo);
+          if (sig == SIGHUP) {
+            ServeLog("SIGHUP ignored: restart the service to load a changed host config "
+                     "(policies are reloaded on change by themselves)");
+          } else if (!draining) {
+            BeginDrain(sig);
+          } else {
+            ServeLog("second signal: cancelling every running run now");
+            cancel.store(sig);
+          }
+        } else {
+          auto it = conns.find(id);
+          if (it == conns.end()) continue;
+          Conn& c = *it->second;
+          if (c.state == Conn::State::kReading) {
+            OnReadable(c);
+          } else if (c.state == Conn::State::kWriting) {
+            if (ev & (EPOLLERR | EPOLLHUP)) {
+              Close(id);
+            } else {
+              TryWrite(c);
+            }
+          } else if (ev & (EPOLLERR | EPOLLHUP)) {
+            // The client went away while its run goes on: the run still finishes and is
+            // audited; its response is dropped when it is ready.
+            EpollDel(c);
+          }
+        }
+      }
+      // Deadlines.
+      now = Clock::now();
+      std::vector<uint64_t> late_readers, late_writers;
+      for (auto& [id, c] : conns) {
+        if (c->state == Conn::State::kWaiting || now < c->deadline) continue;
+        (c->state == Conn::State::kReading ? late_readers : late_writers).push_back(id);
+      }
+      for (uint64_t id : late_writers) Close(id);
+      for (uint64_t id : late_readers) {
+        auto it = conns.find(id);
+        if (it == conns.end()) continue;
+        metrics.Refused(RefusalReason::kTimeout);
+        if (!it->second->got_bytes) {
+          Close(id);
+        } else {
+          RespondError(*it->second, 408, "the request did not arrive within the request timeout");
+        }
+      }
+      if (draining) {
+        if (cancel.load() == 0 && now >= drain_deadline) {
+          ServeLog("drain deadline reached: cancelling the runs still going");
+          cancel.store(SIGTERM);
+        }
+        if (Drained()) return 0;
+      }
+    }
+  }
+
+  void StopThreads() {
+    {
+      std::lock_guard<std::mutex> l(jobs_mu);
+      stop_workers = true;
+    }
+    jobs_cv.notify_all();
+    for (std::thread& t : workers) {
+      if (t.joinable()) t.join();
+    }
+    {
+      std::lock_guard<std::mutex> l(side_mu);
+      stop_side = true;
+    }
+    side_cv.notify_all();
+    if (side_thread.joinable()) side_thread.join();
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_) {
+    impl_->cancel.store(SIGTERM);
+    impl_->StopThreads();
+  }
+}
+
+const RecoveryReport& Server::recovery() const { return impl_->recovery; }
+
+Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = std::move(config);
+  Impl& s = *impl;
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+
+  if (geteuid() != 0) return Status::PermissionDenied("safex serve needs root");
+  // 1. One daemon per state directory.
+  if (mkdir(svc.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Errno("mkdir", svc.state_dir, errno);
+  }
+  const std::string lock_path = svc.state_dir + "/serve.lock";
+  s.instance_lock.Reset(open(lock_path.c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!s.instance_lock) return Status::Errno("open", lock_path, errno);
+  if (flock(s.instance_lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    return Status::FailedPrecondition("another safex serve is running with state dir " +
+                                      svc.state_dir + " (" + lock_path + " is locked)");
+  }
+
+  // 2. Configuration that must be right before anything else happens.
+  struct stat st {};
+  if (stat(svc.policy_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::FailedPrecondition("policy_dir " + svc.policy_dir + " is not a directory");
+  }
+  if ((st.st_mode & S_IWOTH) != 0) {
+    return Status::FailedPrecondition("policy_dir " + svc.policy_dir +
+                                      " is writable by everyone; refusing to serve its policies");
+  }
+  auto access = AccessControl::Create(svc.allow);
+  if (!access.ok()) return access.status().With("service allow rules");
+  s.access = std::move(access).value();
+  std::optional<gid_t> socket_gid;
+  if (!svc.socket_group.empty()) {
+    auto gid = ResolveGroup(svc.socket_group);
+    if (!gid.ok()) return gid.status().With("socket_group");
+    socket_gid = *gid;
+  }
+  s.http_limits.max_body_bytes = svc.max_request_bytes;
+  s.request_limits.max_argv = svc.max_argv;
+  s.request_limits.max_argv_bytes = svc.max_argv_bytes;
+  s.request_limits.max_stdin_bytes = svc.max_stdin_bytes;
+  s.request_limits.max_input_files = svc.max_input_files;
+  s.request_limits.max_input_bytes = svc.max_input_bytes;
+
+  // 3. The audit log: one connection per worker and one for the side thread (fail closed).
+  audit::AuditOptions ao;
+  if (!s.cfg.audit_key.empty()) ao.key_path = s.cfg.audit_key;
+  for (uint32_t i = 0; i <= svc.max_concurrent; ++i) {
+    auto log = audit::AuditLog::Open(svc.audit_db, ao);
+    if (!log.ok()) return log.status().With("audit log " + svc.audit_db);
+    if (i == 0) {
+      if (Status w = (*log)->CheckWritable(); !w.ok()) return w.With("audit log not writable");
+      s.side_log = std::move(log).value();
+    } else {
+      s.worker_logs.push_back(std::move(log).value());
+    }
+  }
+
+  // 4. Crash recovery, before any work is accepted.
+  drivers::net::NetworkConfig net = supervisor::NetworkConfigFrom(s.cfg.host.network, svc.state_dir);
+  RecoveryOptions ro;
+  ro.state_dir = svc.state_dir;
+  ro.runsc_path = s.cfg.runsc_path;
+  ro.cgroup_parent = s.cfg.cgroup_parent;
+  ro.gvisor_allowed = s.cfg.host.ceilings.allowed_backends.count(plan::Backend::kGvisor) > 0;
+  ro.network = net;
+  ro.records_dir = supervisor::RecordsDirFor(svc.audit_db);
+  ro.audit_db = svc.audit_db;
+  auto rec = Recover(ro, *s.side_log);
+  if (!rec.ok()) return rec.status();
+  s.recovery = std::move(rec).value();
+  s.metrics.SetRecovered(s.recovery.interrupted.size());
+  const std::string inputs = ServeInputsDir(svc.state_dir);
+  if (mkdir(inputs.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Errno("mkdir", inputs, errno);
+  }
+
+  // 5. The shared run lifecycle (the same Runner `safex run` uses).
+  supervisor::RunnerOptions options;
+  options.state_root = svc.state_dir;
+  options.runsc_path = s.cfg.runsc_path;
+  options.cgroup_parent = s.cfg.cgroup_parent;
+  options.ceilings = s.cfg.host.ceilings;
+  options.network_provider = supervisor::MakeNetworkProvider(net, s.cfg.host.ceilings);
+  options.records_dir = supervisor::RecordsDirFor(svc.audit_db);
+  options.audit_db = svc.audit_db;
+  s.runner = std::make_unique<supervisor::Runner>(std::move(options));
+  s.policies = std::make_unique<PolicyStore>(svc.policy_dir, s.cfg.host.ceilings);
+
+  // 6. Event sources, then the socket last.
+  s.epoll_fd.Reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!s.epoll_fd) return Status::Errno("epoll_create1", errno);
+  s.wake_fd.Reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!s.wake_fd) return Status::Errno("eventfd", errno);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  s.signal_fd.Reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!s.signal_fd) return Status::Errno("signalfd", errno);
+  auto listener = ListenUnix(svc.socket, svc.socket_mode, socket_gid, 128);
+  if (!listener.ok()) return listener.status();
+  s.listen_fd = std::move(listener).value();
+  s.EpollAdd(s.listen_fd.get(), kListenId, EPOLLIN);
+  s.EpollAdd(s.wake_fd.get(), kWakeId, EPOLLIN);
+  s.EpollAdd(s.signal_fd.get(), kSignalId, EPOLLIN);
+
+  try {
+    s.side_thread = std::thread([&s] { s.SideLoop(); });
+    for (size_t i = 0; i < s.worker_logs.size(); ++i) {
+      s.workers.emplace_back([&s, i] { s.WorkerLoop(i); });
+    }
+  } catch (const std::system_error& e) {
+    s.StopThreads();
+    unlink(svc.socket.c_str());
+    return Status::Internal(std::string("starting threads: ") + e.what());
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+int Server::Run() {
+  Impl& s = *impl_;
+  ServeLog("listening on " + s.svc().socket + " (max_concurrent " +
+           std::to_string(s.svc().max_concurrent) + ", max_queue " +
+           std::to_string(s.svc().max_queue) + ")");
+  int rc = s.Loop();
+  s.StopThreads();
+  if (Status st = drivers::net::WaitForBackgroundTeardowns(); !st.ok()) {
+    ServeLog("network teardown: " + st.message());
+  }
+  if (s.listen_fd) {
+    s.listen_fd.Reset();
+    unlink(s.svc().socket.c_str());
+  }
+  ServeLog(rc == 0 ? "stopped" : "stopped with an error");
+  return rc;
+}
+
+}  // namespace safex::serve

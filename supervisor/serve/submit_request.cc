@@ -1,0 +1,204 @@
+#include "supervisor/serve/submit_request.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "supervisor/serve/base64.h"
+
+namespace safex::serve {
+namespace {
+
+using nlohmann::json;
+
+// {"files":[{...}]} is three levels deep.
+constexpr size_t kMaxDepth = 3;
+
+}  // namespace
+
+bool ValidPolicyName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool ValidInputFileName(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name[0] == '.') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+  });
+}
+
+size_t JsonNestingDepth(std::string_view text, size_t cap) {
+  size_t depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > cap) return SIZE_MAX;
+      max_depth = std::max(max_depth, depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits) {
+  // The depth check first: a deeply nested document is refused before any tree is built.
+  if (JsonNestingDepth(body, kMaxDepth) == SIZE_MAX) {
+    return Status::InvalidArgument("request body nests deeper than the request schema");
+  }
+  // nlohmann's parser rejects invalid UTF-8 inside strings and any byte outside the grammar.
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Status::InvalidArgument("request body is not valid JSON (UTF-8) text");
+  }
+  if (!j.is_object()) return Status::InvalidArgument("request body must be a JSON object");
+
+  SubmitRequest req;
+  bool have_policy = false, have_argv = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "policy") {
+      if (!v.is_string()) return Status::InvalidArgument("\"policy\" must be a string");
+      req.policy = v.get<std::string>();
+      if (!ValidPolicyName(req.policy)) {
+        return Status::InvalidArgument("\"policy\" must be a policy name ([a-z0-9-], 1-128)");
+      }
+      have_policy = true;
+    } else if (key == "argv") {
+      if (!v.is_array()) return Status::InvalidArgument("\"argv\" must be an array of strings");
+      if (v.empty()) return Status::InvalidArgument("\"argv\" is empty: nothing to run");
+      if (v.size() > limits.max_argv) {
+        return Status::ResourceExhausted("\"argv\" has " + std::to_string(v.size()) +
+                                         " entries; the limit is " +
+                                         std::to_string(limits.max_argv));
+      }
+      uint64_t total = 0;
+      for (const json& a : v) {
+        if (!a.is_string()) return Status::InvalidArgument("\"argv\" must hold only strings");
+        const std::string& s = a.get_ref<const std::string&>();
+        if (s.find('\0') != std::string::npos) {
+          return Status::InvalidArgument("an argv string holds a NUL byte");
+        }
+        total += s.size() + 1;
+        if (total > limits.max_argv_bytes) {
+          return Status::ResourceExhausted("\"argv\" is larger than " +
+                                           std::to_string(limits.max_argv_bytes) + " bytes");
+        }
+        req.argv.push_back(s);
+      }
+      if (req.argv[0].empty()) return Status::InvalidArgument("argv[0] is empty");
+      have_argv = true;
+    } else if (key == "stdin") {
+      if (!v.is_string()) return Status::InvalidArgument("\"stdin\" must be a base64 string");
+      const std::string& text = v.get_ref<const std::string&>();
+      if (Base64DecodedBound(text.size()) > limits.max_stdin_bytes + 2) {
+        return Status::ResourceExhausted("\"stdin\" is larger than " +
+                                         std::to_string(limits.max_stdin_bytes) + " bytes");
+      }
+      auto data = Base64Decode(text);
+      if (!data) return Status::InvalidArgument("\"stdin\" is not canonical base64");
+      if (data->size() > limits.max_stdin_bytes) {
+        return Status::ResourceExhausted("\"stdin\" is larger than " +
+                                         std::to_string(limits.max_stdin_bytes) + " bytes");
+      }
+      req.stdin_data = std::move(*data);
+    } else if (key == "files") {
+      if (!v.is_array()) return Status::InvalidArgument("\"files\" must be an array");
+      if (v.size() > limits.max_input_files) {
+        return Status::ResourceExhausted("\"files\" has " + std::to_string(v.size()) +
+                                         " entries; the limit is " +
+                                         std::to_string(limits.max_input_files));
+      }
+      std::set<std::string> names;
+      uint64_t total = 0;
+      for (const json& f : v) {
+        if (!f.is_object()) return Status::InvalidArgument("each file must be an object");
+        const json* name = nullptr;
+        const json* data = nullptr;
+        for (auto fit = f.begin(); fit != f.end(); ++fit) {
+          if (fit.key() == "name") {
+            name = &fit.value();
+          } else if (fit.key() == "data") {
+            data = &fit.value();
+          } else {
+            return Status::InvalidArgument("unknown field \"" + fit.key() +
+                                           "\" in a file (expected name, data)");
+          }
+        }
+        if (name == nullptr || !name->is_string() || data == nullptr || !data->is_string()) {
+          return Status::InvalidArgument("each file needs a string \"name\" and \"data\"");
+        }
+        const std::string& n = name->get_ref<const std::string&>();
+        if (!ValidInputFileName(n)) {
+          return Status::InvalidArgument(
+              "file name must be 1-255 of [A-Za-z0-9._-], not starting with '.' (no paths)");
+        }
+        if (!names.insert(n).second) {
+          return Status::InvalidArgument("file \"" + n + "\" is given twice");
+        }
+        const std::string& text = data->get_ref<const std::string&>();
+        if (total + Base64DecodedBound(text.size()) > limits.max_input_bytes + 2) {
+          return Status::ResourceExhausted("input files are larger than " +
+                                           std::to_string(limits.max_input_bytes) + " bytes");
+        }
+        auto bytes = Base64Decode(text);
+        if (!bytes) {
+          return Status::InvalidArgument("data of file \"" + n + "\" is not canonical base64");
+        }
+        total += bytes->size();
+        if (total > limits.max_input_bytes) {
+          return Status::ResourceExhausted("input files are larger than " +
+                                           std::to_string(limits.max_input_bytes) + " bytes");
+        }
+        req.files.push_back({n, std::move(*bytes)});
+      }
+    } else {
+      return Status::InvalidArgument("unknown field \"" + key +
+                                     "\" (expected policy, argv, stdin, files)");
+    }
+  }
+  if (!have_policy) return Status::InvalidArgument("\"policy\" is required");
+  if (!have_argv) return Status::InvalidArgument("\"argv\" is required");
+  return req;
+}
+
+Result<std::string> EncodeSubmitRequest(const SubmitRequest& request) {
+  json j;
+  j["policy"] = request.policy;
+  j["argv"] = request.argv;
+  if (request.stdin_data) j["stdin"] = Base64Encode(*request.stdin_data);
+  if (!request.files.empty()) {
+    json files = json::array();
+    for (const InputFile& f : request.files) {
+      files.push_back({{"name", f.name}, {"data", Base64Encode(f.data)}});
+    }
+    j["files"] = std::move(files);
+  }
+  // argv strings are whatever the caller typed; invalid UTF-8 cannot travel in JSON text.
+  try {
+    return j.dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const json::exception&) {
+    return Status::InvalidArgument("argv is not valid UTF-8; the service accepts UTF-8 text only");
+  }
+}
+
+}  // namespace safex::serve

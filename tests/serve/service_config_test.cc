@@ -1,0 +1,169 @@
+// The host config's `service { }` section, the allow rules built from it, and the durable run
+// records crash recovery relies on.
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compiler/host_config.h"
+#include "supervisor/run_record.h"
+#include "supervisor/serve/access.h"
+#include "tests/support/temp_dir.h"
+
+namespace safex {
+namespace {
+
+compiler::HostConfig ParseOk(const std::string& text) {
+  compiler::HostConfig h;
+  std::vector<dsl::Diagnostic> diags;
+  EXPECT_TRUE(compiler::ParseHostConfig("host.policy", text, &h, &diags))
+      << (diags.empty() ? "" : diags[0].message);
+  return h;
+}
+
+std::vector<dsl::Diagnostic> ParseErrors(const std::string& text) {
+  compiler::HostConfig h;
+  std::vector<dsl::Diagnostic> diags;
+  EXPECT_FALSE(compiler::ParseHostConfig("host.policy", text, &h, &diags)) << text;
+  return diags;
+}
+
+TEST(ServiceConfigTest, Defaults) {
+  compiler::HostConfig h = ParseOk("host { }");
+  EXPECT_EQ(h.service.socket, "/run/safex/safex.sock");
+  EXPECT_EQ(h.service.socket_mode, 0660u);
+  EXPECT_EQ(h.service.max_concurrent, 4u);
+  EXPECT_TRUE(h.service.allow.empty());
+}
+
+TEST(ServiceConfigTest, EverySetting) {
+  compiler::HostConfig h = ParseOk(R"(host {
+    service {
+      policy_dir = "/srv/policies"
+      socket = "/run/x/s.sock"
+      socket_group = "adm"
+      socket_mode = "0600"
+      state_dir = "/run/x"
+      audit_db = "/var/lib/x/a.db"
+      max_concurrent = 2
+      max_queue = 0
+      max_connections = 10
+      max_request = 1MiB
+      max_argv = 8
+      max_argv_bytes = 4KiB
+      max_stdin = 64KiB
+      max_input_files = 3
+      max_input_bytes = 128KiB
+      request_timeout = 2s
+      drain_timeout = 500ms
+      allow "python-untrusted" { users = ["root", 1001]  groups = ["adm", 4] }
+      allow "*" { groups = ["root"] }
+    }
+  })");
+  const auto& s = h.service;
+  EXPECT_EQ(s.policy_dir, "/srv/policies");
+  EXPECT_EQ(s.socket_group, "adm");
+  EXPECT_EQ(s.socket_mode, 0600u);
+  EXPECT_EQ(s.max_queue, 0u);
+  EXPECT_EQ(s.max_request_bytes, 1u << 20);
+  EXPECT_EQ(s.request_timeout_ns, 2'000'000'000u);
+  EXPECT_EQ(s.drain_timeout_ns, 500'000'000u);
+  ASSERT_EQ(s.allow.size(), 2u);
+  EXPECT_EQ(s.allow[0].policy, "python-untrusted");
+  ASSERT_EQ(s.allow[0].users.size(), 2u);
+  EXPECT_EQ(s.allow[0].users[0].name, "root");
+  EXPECT_EQ(*s.allow[0].users[1].id, 1001u);
+  EXPECT_EQ(s.allow[1].policy, "*");
+}
+
+TEST(ServiceConfigTest, Errors) {
+  const char* bad[] = {
+      R"(host { service { max_concurent = 2 } })",
+      R"(host { service { max_concurrent = 0 } })",
+      R"(host { service { socket_mode = "0777" } })",
+      R"(host { service { socket_mode = "0066" } })",
+      R"(host { service { socket = "relative.sock" } })",
+      R"(host { service { max_request = 1GiB } })",
+      R"(host { service { allow "Bad/Name" { users = ["root"] } } })",
+      R"(host { service { allow "p" { } } })",
+      R"(host { service { allow "p" { users = ["a:b"] } } })",
+      R"(host { service { allow "p" { people = ["a"] } } })",
+      R"(host { service { allow { users = ["a"] } } })",
+      R"(host { service { drain_timeout = 2h } })",
+  };
+  for (const char* b : bad) EXPECT_FALSE(ParseErrors(b).empty()) << b;
+}
+
+TEST(AccessControlTest, RulesByUidGidAndSupplementaryGroup) {
+  std::vector<compiler::AllowRule> rules(2);
+  rules[0].policy = "python-untrusted";
+  rules[0].users.push_back({"", 1001});
+  rules[0].groups.push_back({"", 2000});
+  rules[1].policy = "*";
+  rules[1].users.push_back({"root", std::nullopt});
+  auto ac = serve::AccessControl::Create(rules);
+  ASSERT_TRUE(ac.ok()) << ac.status().message();
+  serve::Caller alice{1001, 1001, 1, {}};
+  serve::Caller bob{1002, 1002, 1, {}};
+  serve::Caller carol{1003, 1003, 1, {5, 2000}};
+  serve::Caller root{0, 0, 1, {}};
+  EXPECT_TRUE(ac->Allowed(alice, "python-untrusted"));
+  EXPECT_FALSE(ac->Allowed(alice, "node-untrusted"));
+  EXPECT_FALSE(ac->Allowed(bob, "python-untrusted"));
+  EXPECT_TRUE(ac->Allowed(carol, "python-untrusted"));
+  EXPECT_TRUE(ac->Allowed(root, "anything"));
+  EXPECT_FALSE(serve::AccessControl::Create({{"p", {{"no-such-user-xyz", std::nullopt}}, {}}}).ok());
+}
+
+TEST(AccessControlTest, NoRulesAllowNobody) {
+  auto ac = serve::AccessControl::Create({});
+  ASSERT_TRUE(ac.ok());
+  EXPECT_FALSE(ac->Allowed({0, 0, 1, {}}, "p"));
+}
+
+TEST(RunRecordTest, LiveRecordsAreLockedStaleOnesAreTaken) {
+  testing::TempDir dir;
+  std::string records = dir.Join("runs");
+  supervisor::RunRecordInfo info;
+  info.run_id = "0193-live";
+  info.pid = getpid();
+  info.audit_db = "/x/audit.db";
+  info.state_root = "/run/x";
+  auto live = supervisor::RunRecord::Create(records, info);
+  ASSERT_TRUE(live.ok()) << live.status().message();
+
+  // A record whose owner is gone: the same file, unlocked (Abandon keeps it).
+  info.run_id = "0193-dead";
+  auto dead = supervisor::RunRecord::Create(records, info);
+  ASSERT_TRUE(dead.ok());
+  dead->Abandon();
+
+  auto stale = supervisor::TakeStaleRecords(records);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();
+  ASSERT_EQ(stale->size(), 1u);
+  EXPECT_EQ((*stale)[0].info.run_id, "0193-dead");
+  EXPECT_EQ((*stale)[0].info.audit_db, "/x/audit.db");
+  EXPECT_EQ((*stale)[0].info.state_root, "/run/x");
+  EXPECT_TRUE(supervisor::RemoveStaleRecord((*stale)[0]).ok());
+  EXPECT_NE(access((records + "/0193-dead.run").c_str(), F_OK), 0);
+
+  // The live one goes when its owner is done with it.
+  EXPECT_TRUE(live->Remove().ok());
+  EXPECT_NE(access((records + "/0193-live.run").c_str(), F_OK), 0);
+  stale = supervisor::TakeStaleRecords(records);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_TRUE(stale->empty());
+  EXPECT_FALSE(supervisor::RunRecord::Create(records, {"../x"}).ok());
+}
+
+TEST(RunRecordTest, RecordsDirBesideTheAuditLog) {
+  EXPECT_EQ(supervisor::RecordsDirFor("/var/lib/safex/audit.db"), "/var/lib/safex/runs");
+  EXPECT_EQ(supervisor::RecordsDirFor(":memory:"), "");
+  EXPECT_EQ(supervisor::RecordsDirFor("audit.db"), "./runs");
+}
+
+}  // namespace
+}  // namespace safex
