@@ -3,6 +3,7 @@
 //   1. RecordStart, committed   -- if this fails nothing runs: the request is refused (exit 125)
 //   2. the run
 //   3. RecordEnd, committed     -- if this fails the result is not reported as a success
+//      (RecordInterrupted instead when the run's verdict is interrupted: it was cancelled)
 //   4. report the result (only now)
 //
 // Usage in the supervisor:
@@ -37,7 +38,17 @@ requires std::is_invocable_r_v<RunEnd, RunFn&> Result<RunEnd> RunAudited(
   }
   RunEnd end = std::forward<RunFn>(run)();
   end.run_id = start.run_id;
-  st = log.RecordEnd(end);
+  if (end.verdict == Verdict::kInterrupted) {
+    // The run was stopped from outside (the supervisor was told to stop): closed with an
+    // interrupted event, as crash recovery closes a run whose supervisor died. `error` says why.
+    Interrupted in;
+    in.run_id = end.run_id;
+    in.reason = end.error.empty() ? "interrupted" : end.error;
+    in.time_ns = end.end_time_ns;
+    st = log.RecordInterrupted(in);
+  } else {
+    st = log.RecordEnd(end);
+  }
   if (!st.ok()) {
     if (failure != nullptr) *failure = AuditFailure::kAfterRun;
     return st.With("the run finished but its result could not be recorded; withholding it");

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -18,6 +19,8 @@
 namespace safex::testing {
 
 ServeHarness::ServeHarness() {
+  // Other uids (the authorisation test's 65534) must reach the socket inside.
+  chmod(dir_.path().c_str(), 0755);
   std::filesystem::create_directories(policy_dir());
   for (const char* p : {"base-untrusted", "python-untrusted"}) {
     std::filesystem::copy_file(SourceDir() + "/policies/examples/" + p + ".policy",
