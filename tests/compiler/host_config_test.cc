@@ -72,7 +72,7 @@ TEST(HostConfigTest, ErrorsAreAllReported) {
   backends = [gvisor, docker]
   allow_egress_ranges = ["10.0.0.1/8", "127.0.0.0/8"]
   forbid_mounts = ["srv"]
-  service {
+  servise {
     max_runs = 4
   }
 }

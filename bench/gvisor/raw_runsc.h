@@ -1,0 +1,30 @@
+// A bare `runsc run` of a bundle equivalent to what GvisorDriver builds for a plan: the anchor
+// the benchmarks compare safex against (bench/gvisor, bench/run).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "plan/plan.h"
+
+namespace safex::bench {
+
+inline constexpr const char* kRunsc = "/usr/local/bin/runsc";
+
+// Made once per (plan, argv); runsc creates and removes its own cgroup from the spec's resources
+// on each run (its usual mode).
+struct RawBundle {
+  std::string dir;
+  std::string bundle;
+  Status Make(const plan::Plan& p, const std::vector<std::string>& argv, const std::string& name);
+  ~RawBundle();
+};
+
+// One `runsc run` of the bundle (container id unique by `i`); returns its wall time in ms.
+// driver_flags adds the flags the driver passes (--strace of fork-like calls, --debug-log pipe).
+Result<double> RawRun(const RawBundle& b, int i, bool driver_flags);
+
+double Median(std::vector<double> v);
+
+}  // namespace safex::bench

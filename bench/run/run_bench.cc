@@ -1,0 +1,147 @@
+// `safex run` versus a bare `runsc run` of an equivalent bundle (the same plan's OCI spec, mounts,
+// seccomp rules and limits), for /bin/true and `python3 -c pass`, interleaved so that machine load
+// affects both alike. Then runs per second of each at concurrency 1, 2 and 4.
+//
+// safex run is the whole CLI as a user runs it: compile the policy, verify the plan again, open the
+// audit log (a real file, synchronous=FULL), record start, make the sandbox (private dir, cgroups,
+// bundle), run, validate the output, tear down, record end.
+//
+//   sudo build/bench/run/run_bench [runs-per-case]      (default 20)
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/gvisor/raw_runsc.h"
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
+#include "compiler/compiler.h"
+
+namespace {
+
+using namespace safex;
+using Clock = std::chrono::steady_clock;
+
+const std::string kPolicy =
+    std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/python-untrusted.policy";
+
+std::string AuditDir() { return "/var/tmp/safex-run-bench-" + std::to_string(getpid()); }
+
+Result<double> SafexRun(const std::vector<std::string>& program) {
+  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "run",       "--policy",
+                                   kPolicy,            "--audit-db", AuditDir() + "/audit.db",
+                                   "--audit-key",      AuditDir() + "/audit.key", "--"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  SpawnOptions so;
+  so.argv = argv;
+  so.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, devnull.get()}};
+  auto t0 = Clock::now();
+  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (!st || !st->exited || st->code != 0) return Status::Internal("safex run failed");
+  return ms;
+}
+
+// Runs `one(i)` `total` times spread over `threads` threads; returns runs per second.
+template <typename Fn>
+double Throughput(int threads, int total, Fn one) {
+  std::atomic<int> next{0}, failed{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i; (i = next.fetch_add(1)) < total;) {
+        if (!one(i).ok()) failed.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
+  return total / s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  mkdir(AuditDir().c_str(), 0700);
+
+  compiler::CompileOptions co;
+  compiler::CompileResult compiled = compiler::CompileFile(kPolicy, co);
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "%s", compiler::RenderAll(compiled).c_str());
+    return 1;
+  }
+  // The bare bundle gets plain directories where the driver makes a snapshot (input) or a host
+  // tmpfs (output); everything else of the plan is the same.
+  plan::Plan plan = *compiled.plan;
+  struct Case {
+    const char* name;
+    std::vector<std::string> argv;
+    bench::RawBundle bundle;
+    std::vector<double> raw, safex;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"/bin/true", {"/bin/true"}, {}, {}, {}});
+  cases.push_back({"python3 -c pass", {"python3", "-c", "pass"}, {}, {}, {}});
+  std::string scratch = AuditDir() + "/dirs";
+  mkdir(scratch.c_str(), 0755);
+  for (auto& m : plan.mounts) {
+    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
+      m.source = scratch;
+      m.kind = plan::MountKind::kBind;
+    }
+  }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    if (Status st = cases[c].bundle.Make(plan, cases[c].argv, "run" + std::to_string(c));
+        !st.ok()) {
+      std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+  int n = 0;
+  for (int i = 0; i < runs; ++i) {
+    for (Case& c : cases) {
+      auto raw = bench::RawRun(c.bundle, n++, false);
+      auto sx = SafexRun(c.argv);
+      if (!raw.ok() || !sx.ok()) {
+        std::fprintf(stderr, "run failed: %s / %s\n", raw.status().ToString().c_str(),
+                     sx.status().ToString().c_str());
+        return 1;
+      }
+      c.raw.push_back(*raw);
+      c.safex.push_back(*sx);
+    }
+  }
+  std::printf("run_bench: %d runs per case, policy python-untrusted, median wall ms\n", runs);
+  std::printf("%-18s %12s %12s %10s\n", "program", "runsc run", "safex run", "ratio");
+  for (Case& c : cases) {
+    double raw = bench::Median(c.raw), sx = bench::Median(c.safex);
+    std::printf("%-18s %12.1f %12.1f %9.2fx\n", c.name, raw, sx, sx / raw);
+  }
+  std::printf("\nruns per second, /bin/true, %d runs per point\n", 2 * runs);
+  std::printf("%-12s %12s %12s\n", "concurrency", "runsc run", "safex run");
+  for (int k : {1, 2, 4}) {
+    std::atomic<int> id{100000 * k};
+    double raw = Throughput(k, 2 * runs,
+                            [&](int) { return bench::RawRun(cases[0].bundle, id.fetch_add(1), false); });
+    double sx = Throughput(k, 2 * runs, [&](int) { return SafexRun({"/bin/true"}); });
+    std::printf("%-12d %12.2f %12.2f\n", k, raw, sx);
+  }
+  std::string cleanup = AuditDir();
+  std::vector<std::string> rm = {"/bin/rm", "-rf", cleanup};
+  SpawnOptions so;
+  so.argv = rm;
+  if (auto p = Subprocess::Spawn(so); p.ok()) (void)p->Wait();
+  return 0;
+}
