@@ -2,11 +2,13 @@
 // system, corrupt or foreign file, disk full, file removed -- Open/CheckWritable/Record* return a
 // clear error (so the supervisor refuses the run with 125), and nothing half-written is left.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,8 +108,6 @@ TEST(FailClosedTest, ReadOnlyFileSystemUnderAnOpenLog) {
 }
 
 TEST(FailClosedTest, ReadOnlyFileForNonRoot) {
-  if (geteuid() == 0)
-    GTEST_SKIP() << "root ignores file modes; covered by the read-only mount test";
   TempDir dir;
   const std::string db = dir.File("audit.db");
   {
@@ -115,9 +115,31 @@ TEST(FailClosedTest, ReadOnlyFileForNonRoot) {
     ASSERT_TRUE(log.ok());
   }
   ASSERT_EQ(chmod(db.c_str(), 0444), 0);
-  auto log = AuditLog::Open(db, testing::TestOptions(dir));
-  ASSERT_FALSE(log.ok());
-  EXPECT_EQ(log.status().code(), Status::Code::kPermissionDenied) << log.status().message();
+  if (geteuid() != 0) {
+    auto log = AuditLog::Open(db, testing::TestOptions(dir));
+    ASSERT_FALSE(log.ok());
+    EXPECT_EQ(log.status().code(), Status::Code::kPermissionDenied) << log.status().message();
+    return;
+  }
+  // Root ignores file modes, so the open is tried by a child that has become `nobody`: the
+  // directory is world-writable (sticky, like /tmp), so only the file's own mode stands in the way.
+  ASSERT_EQ(chmod(dir.path().c_str(), 01777), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      _exit(3);
+    }
+    auto log = AuditLog::Open(db, testing::TestOptions(dir));
+    if (log.ok()) _exit(1);
+    _exit(log.status().code() == Status::Code::kPermissionDenied ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: opened a read-only file for writing; 2: wrong error code; 3: could not drop to nobody";
 }
 
 TEST(FailClosedTest, GarbageFileIsRefusedAsCorrupt) {
