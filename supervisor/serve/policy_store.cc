@@ -42,25 +42,41 @@ Result<std::shared_ptr<const supervisor::PreparedPlan>> PolicyStore::Get(
   if (!ValidPolicyName(name)) return Status::InvalidArgument("invalid policy name");
   const std::string path = dir_ + "/" + name + ".policy";
   std::string fp = Fingerprint();
-  {
-    std::lock_guard<std::mutex> l(mu_);
+  auto cached = [&]() -> std::shared_ptr<const supervisor::PreparedPlan> {
+    // REQUIRES: mu_ held.
     if (fp != fingerprint_) {
       cache_.clear();
       fingerprint_ = fp;
     }
     auto it = cache_.find(name);
-    if (it != cache_.end()) {
-      report->policy_name = it->second->plan.policy_name;
-      report->policy_source_digest = it->second->plan.source_digest;
-      report->plan_digest = it->second->digest;
-      return it->second;
-    }
-  }
+    if (it == cache_.end()) return nullptr;
+    report->policy_name = it->second->plan.policy_name;
+    report->policy_source_digest = it->second->plan.source_digest;
+    report->plan_digest = it->second->digest;
+    return it->second;
+  };
+  // Checked before a name gets a compile mutex, so that requests naming no policy add nothing.
   struct stat st {};
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Status::NotFound("no policy named \"" + name + "\"");
   }
-  // Compiled outside the lock: a slow compile of one policy does not hold up the others.
+  std::shared_ptr<std::mutex> name_mu;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto hit = cached()) return hit;
+    auto& m = compiling_[name];
+    if (!m) m = std::make_shared<std::mutex>();
+    name_mu = m;
+  }
+  // Single flight: whoever holds the name's mutex compiles; the others find its result cached.
+  // Other policies compile meanwhile (mu_ is not held).
+  std::lock_guard<std::mutex> compiling(*name_mu);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fp == fingerprint_) {
+      if (auto hit = cached()) return hit;
+    }
+  }
   auto prepared = supervisor::PreparePlan(path, {dir_}, ceilings_, report);
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -4,7 +4,8 @@
 // JSON and verified against the host's ceilings) and kept until the policy directory changes:
 // every lookup compares a fingerprint of the directory (name, inode, size, mtime, ctime of each
 // *.policy) with the one the cache was built under, so an edit of a policy or of a parent it
-// `extends` is seen by the next request. Thread-safe.
+// `extends` is seen by the next request. Thread-safe; concurrent first requests for one policy
+// compile it once (the others wait for that compilation rather than repeating it).
 #pragma once
 
 #include <map>
@@ -38,8 +39,11 @@ class PolicyStore {
   const std::string dir_;
   const plan::Ceilings ceilings_;
   mutable std::mutex mu_;
-  std::string fingerprint_;  // guarded by mu_
+  std::string fingerprint_;                                                       // guarded by mu_
   std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> cache_;  // guarded
+  // One mutex per policy name, held while that policy compiles (guarded by mu_; never erased:
+  // only names that had a policy file get one).
+  std::map<std::string, std::shared_ptr<std::mutex>> compiling_;
   uint64_t compilations_ = 0;  // guarded by mu_
 };
 
