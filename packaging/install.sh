@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs safex as a host service from a build tree (docs/operating.md, "Install"):
+#   sudo packaging/install.sh [BUILD_DIR]     (default: build)
+# Idempotent: it never overwrites an existing host config or policy; it replaces the binary and
+# the unit (that is an upgrade; restart the service afterwards).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install: must run as root" >&2
+  exit 2
+fi
+if [[ ! -x $build/safex ]]; then
+  echo "install: $build/safex not found; build first (scripts/build.sh)" >&2
+  exit 2
+fi
+if [[ ! -x /usr/local/bin/runsc ]]; then
+  echo "install: /usr/local/bin/runsc missing; run scripts/install-deps.sh" >&2
+  exit 2
+fi
+
+# The binary: a new inode (install writes a temp file and renames), so a running daemon keeps its
+# old image until it is restarted.
+install -D -m 0755 "$build/safex" /usr/local/bin/safex
+install -D -m 0644 packaging/safex.service /etc/systemd/system/safex.service
+install -D -m 0644 docs/operating.md /usr/local/share/doc/safex/operating.md
+
+# Callers of the socket.
+getent group safex >/dev/null || groupadd --system safex
+
+# Configuration: root-owned and not writable by others (the daemon refuses a world-writable
+# policy dir).
+install -d -m 0755 /etc/safex /etc/safex/policies
+if [[ ! -e /etc/safex/host.policy ]]; then
+  install -m 0644 packaging/host.policy /etc/safex/host.policy
+fi
+# Two example policies to start from (python-untrusted extends base-untrusted); the others in
+# policies/examples are for reading, and some need backends the example host config leaves out.
+for p in base-untrusted python-untrusted; do
+  [[ -e /etc/safex/policies/$p.policy ]] ||
+    install -m 0644 "policies/examples/$p.policy" /etc/safex/policies/
+done
+/usr/local/bin/safex check /etc/safex/policies/*.policy >/dev/null ||
+  echo "install: warning: a policy in /etc/safex/policies does not check (safex check)" >&2
+
+if [[ -d /run/systemd/system ]]; then
+  systemctl daemon-reload
+  echo "install: done; start with: systemctl enable --now safex"
+else
+  echo "install: done (systemd is not running here; start by hand: safex serve)"
+fi
