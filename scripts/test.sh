@@ -18,7 +18,7 @@ stage "running all tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
 
 stage "building unit tests under ASan+UBSan"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSAFEX_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSAFEX_SANITIZE=ON -DSAFEX_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 stage "running unit tests under ASan+UBSan"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -27,9 +27,9 @@ stage "running unit tests under ASan+UBSan"
 if [[ -f tests/fuzz/CMakeLists.txt ]]; then
   stage "building fuzz targets (clang, libFuzzer)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DSAFEX_FUZZ=ON \
-    -DSAFEX_TESTS=ON >/dev/null
+    -DSAFEX_TESTS=ON -DSAFEX_BENCH=OFF >/dev/null
   cmake --build build-fuzz -j"$jobs" --target safex_fuzz_all
   stage "running fuzz targets"
-  bash tests/fuzz/run_all.sh build-fuzz "${SAFEX_FUZZ_SECONDS:-30}"
+  bash tests/fuzz/run_all.sh build-fuzz "${SAFEX_FUZZ_SECONDS:-20}"
 fi
 stage "all tests passed"
