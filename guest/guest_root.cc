@@ -192,28 +192,37 @@ std::string BuildWorkloadRoot(const microvm::GuestSpec& spec, std::chrono::milli
   if (mount("tmpfs", wl.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0) {
     return MountError("mount tmpfs", wl);
   }
-  bool need_rootfs = false, need_input = false;
+  bool need_disk[microvm::kMaxRootfsDisks] = {};
+  bool need_input = false;
   for (const GuestMount& m : spec.mounts) {
     if (!SafeAbsolutePath(m.target) || m.target == "/") return "bad mount target: " + m.target;
     if (m.kind == GuestMountKind::kBind) {
-      if (!SafeAbsolutePath(m.image_path)) return "bad image path for " + m.target;
-      need_rootfs = true;
+      if (!SafeAbsolutePath(m.image_path) || m.disk >= microvm::kMaxRootfsDisks) {
+        return "bad image path for " + m.target;
+      }
+      need_disk[m.disk] = true;
     }
     if (m.kind == GuestMountKind::kInput && !m.image_path.empty()) need_input = true;
   }
-  struct Disk {
-    bool needed;
-    const char* serial;
-    const char* dir;
-  };
-  for (const Disk& d : {Disk{need_rootfs, microvm::kRootfsDiskSerial, "/ro"},
-                        Disk{need_input, microvm::kInputDiskSerial, "/in"}}) {
-    if (!d.needed) continue;
-    std::string dev = FindDiskBySerial(d.serial, disk_wait);
-    if (dev.empty()) return std::string("disk ") + d.serial + " not found";
-    if (mount(dev.c_str(), d.dir, "erofs", MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
-      return MountError("mount erofs " + dev, d.dir);
+  // Each rootfs disk at /ro/<n>, the input disk at /in: erofs, read-only (QEMU opened them
+  // read-only too).
+  auto mount_disk = [&](const std::string& serial, const std::string& dir) -> std::string {
+    std::string dev = FindDiskBySerial(serial, disk_wait);
+    if (dev.empty()) return "disk " + serial + " not found";
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoMessage("mkdir " + dir);
+    if (mount(dev.c_str(), dir.c_str(), "erofs", MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+      return MountError("mount erofs " + dev, dir);
     }
+    return "";
+  };
+  for (uint32_t i = 0; i < microvm::kMaxRootfsDisks; ++i) {
+    if (!need_disk[i]) continue;
+    std::string e = mount_disk(microvm::kRootfsDiskSerialPrefix + std::to_string(i),
+                               "/ro/" + std::to_string(i));
+    if (!e.empty()) return e;
+  }
+  if (need_input) {
+    if (std::string e = mount_disk(microvm::kInputDiskSerial, "/in"); !e.empty()) return e;
   }
 
   for (const char* d : {"/proc", "/dev", "/sys", "/etc"}) {
@@ -237,7 +246,7 @@ std::string BuildWorkloadRoot(const microvm::GuestSpec& spec, std::chrono::milli
     std::string err;
     switch (m.kind) {
       case GuestMountKind::kBind:
-        err = BindReadOnly("/ro" + m.image_path, t, flags);
+        err = BindReadOnly("/ro/" + std::to_string(m.disk) + m.image_path, t, flags);
         break;
       case GuestMountKind::kInput:
         if (m.image_path.empty()) {

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   std::vector<MicrovmRunTimings> collected;
   MicrovmOptions o;
   o.initramfs_path = initramfs;
-  o.state_root = "/var/lib/safex/microvm-bench";
+  // The production cache (default state_root): the standard image is shared with `safex run`.
   o.kvm = safex::plan::KvmMode::kNever;  // TCG: KVM hangs on the build machine
   o.timings_observer = [&](const MicrovmRunTimings& t) { collected.push_back(t); };
   MicrovmDriver driver(o);

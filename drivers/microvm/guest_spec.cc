@@ -58,6 +58,7 @@ std::string EncodeSpec(const GuestSpec& s) {
   for (const GuestMount& m : s.mounts) {
     e.U8(static_cast<uint8_t>(m.kind));
     e.Str(m.target);
+    e.U32(m.disk);
     e.Str(m.image_path);
     e.U8(m.is_file);
     e.U8(m.read_only);
@@ -118,6 +119,8 @@ std::optional<GuestSpec> DecodeSpec(std::string_view payload) {
     if (!d.U8(&kind) || kind > static_cast<uint8_t>(GuestMountKind::kOutput)) return std::nullopt;
     m.kind = static_cast<GuestMountKind>(kind);
     d.Str(&m.target);
+    d.U32(&m.disk);
+    if (m.disk >= kMaxRootfsDisks) return std::nullopt;
     d.Str(&m.image_path);
     Bool(d, &m.is_file);
     Bool(d, &m.read_only);

@@ -17,16 +17,21 @@
 namespace safex::microvm {
 
 // virtio-blk serial numbers by which the guest finds its disks (/sys/block/vd*/serial), so that
-// nothing depends on the order in which the kernel probes the devices.
-inline constexpr const char* kRootfsDiskSerial = "safex-rootfs";
+// nothing depends on the order in which the kernel probes the devices. Rootfs disks are numbered:
+// "safex-rootfs-0", "safex-rootfs-1", ... (one image per bind root, see rootfs_image.h).
+inline constexpr const char* kRootfsDiskSerialPrefix = "safex-rootfs-";
 inline constexpr const char* kInputDiskSerial = "safex-input";
+// At most this many rootfs disks (QEMU microvm has 24 virtio-mmio transports; the channel, the
+// input disk and a network device take three).
+inline constexpr uint32_t kMaxRootfsDisks = 16;
 
 enum class GuestMountKind : uint8_t { kBind = 0, kTmpfs = 1, kInput = 2, kOutput = 3 };
 
 struct GuestMount {
   GuestMountKind kind = GuestMountKind::kBind;
   std::string target;      // absolute, normalised path inside the workload's root
-  std::string image_path;  // kBind: absolute path inside the rootfs image; "" otherwise
+  uint32_t disk = 0;       // kBind: which rootfs disk ("safex-rootfs-<disk>")
+  std::string image_path;  // kBind: absolute path inside that disk's image; "" otherwise
   bool is_file = false;    // kBind: the source is a regular file (the mount point is a file)
   bool read_only = true;
   bool nosuid = true;

@@ -49,7 +49,8 @@ Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::
   for (const std::string& a : argv) {
     if (HasNul(a)) return Status::InvalidArgument("argv contains NUL");
   }
-  if (in.image_paths.size() != plan.mounts.size() || in.is_file.size() != plan.mounts.size()) {
+  if (in.image_paths.size() != plan.mounts.size() || in.is_file.size() != plan.mounts.size() ||
+      in.disks.size() != plan.mounts.size()) {
     return Status::Internal("microvm: image paths do not match the plan's mounts");
   }
   GuestSpec s;
@@ -95,6 +96,7 @@ Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::
                                      "image");
         }
         g.kind = GuestMountKind::kBind;
+        g.disk = in.disks[i];
         g.image_path = in.image_paths[i];
         g.is_file = in.is_file[i];
         if (g.image_path.empty() || g.image_path[0] != '/') {

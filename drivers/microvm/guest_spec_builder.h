@@ -18,8 +18,9 @@ inline constexpr const char* kDefaultPathSearch =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 struct GuestSpecInputs {
-  // For each plan mount (same index): the path inside the rootfs image backing a kBind mount and
-  // whether that source is a regular file. Ignored for other kinds.
+  // For each plan mount (same index): the rootfs disk and the path inside its image backing a kBind
+  // mount, and whether that source is a regular file. Ignored for other kinds.
+  std::vector<uint32_t> disks;
   std::vector<std::string> image_paths;
   std::vector<bool> is_file;
   bool has_input_image = false;  // the input disk is attached (RunRequest::input_dir given)

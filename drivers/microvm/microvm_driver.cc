@@ -170,6 +170,7 @@ Status MicrovmDriver::Probe() {
   io.dir = o.state_root + "/images";
   io.mkfs_erofs = o.mkfs_erofs_path;
   io.max_images = o.image_cache_max;
+  io.max_total_bytes = o.image_cache_max_bytes;
   ready->images = std::make_unique<microvm::ImageCache>(io);
 
   struct stat kvm_st;
@@ -263,22 +264,26 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     }
   }
   microvm::GuestSpecInputs in;
+  in.disks.assign(plan.mounts.size(), 0);
   in.image_paths.assign(plan.mounts.size(), "");
   in.is_file.assign(plan.mounts.size(), false);
   std::vector<microvm::VmDisk> disks;
   std::vector<int> disk_fds;
-  microvm::RootfsImage rootfs;
+  microvm::RootfsImages rootfs;
   if (!sources.empty()) {
-    Result<microvm::RootfsImage> img = ready->images->Get(sources);
+    Result<microvm::RootfsImages> img = ready->images->Get(sources);
     if (!img.ok()) return img.status().With("microvm: rootfs image");
     rootfs = std::move(*img);
     for (size_t i = 0; i < plan.mounts.size(); ++i) {
       if (source_of_mount[i] == SIZE_MAX) continue;
+      in.disks[i] = rootfs.disk_of[source_of_mount[i]];
       in.image_paths[i] = rootfs.image_paths[source_of_mount[i]];
       in.is_file[i] = rootfs.is_file[source_of_mount[i]];
     }
-    disks.push_back({-1, microvm::kRootfsDiskSerial});
-    disk_fds.push_back(rootfs.fd.get());
+    for (size_t d = 0; d < rootfs.disks.size(); ++d) {
+      disks.push_back({-1, microvm::kRootfsDiskSerialPrefix + std::to_string(d)});
+      disk_fds.push_back(rootfs.disks[d].fd.get());
+    }
   }
   UniqueFd input_fd;
   if (has_input && !req.input_dir.empty()) {
@@ -458,7 +463,7 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     }
   }
   receiver.reset();
-  rootfs.fd.Reset();
+  rootfs.disks.clear();
   input_fd.Reset();
   Status dir_teardown = run_dir.Remove();
   std::string teardown;

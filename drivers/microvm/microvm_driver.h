@@ -79,7 +79,10 @@ struct MicrovmOptions {
   uint32_t vmm_id_base = 0x5afe0000;
   uint32_t vmm_id_count = 65536;
   size_t max_stdin_bytes = 64ull << 20;
-  size_t image_cache_max = 4;
+  // Rootfs image cache (one image per bind root): least recently used images beyond either bound
+  // are removed. A full /usr of a build host is several GiB.
+  size_t image_cache_max = 8;
+  uint64_t image_cache_max_bytes = 24ull << 30;
   // Called at the end of every run that booted a guest (benchmarks).
   std::function<void(const MicrovmRunTimings&)> timings_observer;
 };

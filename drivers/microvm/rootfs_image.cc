@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "common/sha256.h"
+#include "drivers/microvm/guest_spec.h"
 
 namespace safex::microvm {
 namespace {
@@ -30,7 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Bump when the image layout or the mkfs options change: old images are then never used.
-constexpr const char* kImageFormat = "safex-rootfs-erofs-v1";
+constexpr const char* kImageFormat = "safex-rootfs-erofs-v2";  // v2: one image per root
 
 bool IsUnder(const std::string& path, const std::string& root) {
   return root == "/" || path == root ||
@@ -265,27 +266,42 @@ Status RemoveTreeAt(int dirfd, const std::string& path, int depth) {
   return Status::Ok();
 }
 
-void Evict(const std::string& dir, size_t keep, const std::string& current) {
+// Removes least recently used images (mtime is the LRU clock) beyond `keep` images or `max_bytes`
+// in total, never one in `in_use`.
+void Evict(const std::string& dir, size_t keep, uint64_t max_bytes,
+           const std::vector<std::string>& in_use) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
-  std::vector<std::pair<int64_t, std::string>> images;
+  struct Image {
+    int64_t mtime;
+    uint64_t bytes;
+    std::string name;
+  };
+  std::vector<Image> images;
+  uint64_t total = 0;
   while (dirent* e = readdir(d)) {
     std::string n = e->d_name;
     if (n.size() < 7 || n.compare(n.size() - 6, 6, ".erofs") != 0) continue;
     struct stat st;
     if (fstatat(dirfd(d), n.c_str(), &st, 0) != 0) continue;
-    images.emplace_back(static_cast<int64_t>(st.st_mtim.tv_sec), n);
+    images.push_back(
+        {static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<uint64_t>(st.st_size), n});
+    total += static_cast<uint64_t>(st.st_size);
   }
   closedir(d);
-  if (images.size() <= keep) return;
-  std::sort(images.begin(), images.end());
-  size_t remove = images.size() - keep;
-  for (size_t i = 0; i < images.size() && remove > 0; ++i) {
-    if (dir + "/" + images[i].second == current) continue;
-    std::string base = images[i].second.substr(0, images[i].second.size() - 6);
-    unlink((dir + "/" + images[i].second).c_str());
-    unlink((dir + "/" + base + ".lock").c_str());
-    --remove;
+  std::sort(images.begin(), images.end(),
+            [](const Image& a, const Image& b) { return a.mtime < b.mtime; });
+  size_t count = images.size();
+  for (const Image& img : images) {
+    if (count <= keep && total <= max_bytes) break;
+    std::string path = dir + "/" + img.name;
+    if (std::find(in_use.begin(), in_use.end(), path) != in_use.end()) continue;
+    std::string base = img.name.substr(0, img.name.size() - 6);
+    if (unlink(path.c_str()) == 0) {
+      unlink((dir + "/" + base + ".lock").c_str());
+      --count;
+      total -= img.bytes;
+    }
   }
 }
 
@@ -304,9 +320,8 @@ Status RemoveTree(const std::string& path) {
   return Status::Ok();
 }
 
-Result<RootfsImage> ImageCache::Get(const std::vector<std::string>& sources) {
-  RootfsImage img;
-  std::vector<std::string> resolved;
+Result<RootfsImages> ImageCache::Get(const std::vector<std::string>& sources) {
+  RootfsImages out;
   std::vector<std::pair<std::string, bool>> candidates;  // realpath, is_file
   for (const std::string& s : sources) {
     if (s.empty() || s[0] != '/') return Status::InvalidArgument("bind source not absolute: " + s);
@@ -317,8 +332,11 @@ Result<RootfsImage> ImageCache::Get(const std::vector<std::string>& sources) {
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
       return Status::InvalidArgument("bind source is neither a directory nor a file: " + s);
     }
-    img.image_paths.push_back(buf);
-    img.is_file.push_back(S_ISREG(st.st_mode));
+    if (std::string(buf) == "/") {
+      return Status::InvalidArgument("the host root cannot be an image source");
+    }
+    out.image_paths.push_back(buf);
+    out.is_file.push_back(S_ISREG(st.st_mode));
     candidates.emplace_back(buf, S_ISREG(st.st_mode));
   }
   std::sort(candidates.begin(), candidates.end());
@@ -329,92 +347,107 @@ Result<RootfsImage> ImageCache::Get(const std::vector<std::string>& sources) {
     for (const auto& r : roots) covered = covered || IsUnder(c.first, r.first);
     if (!covered) roots.push_back(c);
   }
-  for (const auto& r : roots) {
-    if (r.first == "/") return Status::InvalidArgument("the host root cannot be an image source");
+  if (roots.size() > kMaxRootfsDisks) {
+    return Status::Unavailable("microvm: the plan binds " + std::to_string(roots.size()) +
+                               " separate host trees; at most " + std::to_string(kMaxRootfsDisks) +
+                               " are supported");
   }
-
-  auto t0 = Clock::now();
-  Fingerprinter fp;
-  fp.h.Update(kImageFormat);
-  for (const auto& [root, is_file] : roots) {
-    struct stat st;
-    if (lstat(root.c_str(), &st) != 0) return Status::Errno("lstat", root, errno);
-    fp.Add(root, st);
-    if (!is_file) {
-      UniqueFd fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!fd) return Status::Errno("open", root, errno);
-      SAFEX_RETURN_IF_ERROR(fp.Walk(fd.get(), root, st.st_dev, 0));
-    }
-  }
-  std::string key = fp.h.FinishHex();
-  img.fingerprint_time = Clock::now() - t0;
-
   if (mkdir(o_.dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::Errno("mkdir", o_.dir, errno);
   }
-  img.path = o_.dir + "/" + key + ".erofs";
+  std::vector<std::string> in_use;
+  for (const auto& [root, is_file] : roots) {
+    SAFEX_ASSIGN_OR_RETURN(RootfsImages::Disk disk,
+                           GetOne(root, is_file, &out.fingerprint_time, &out.build_time));
+    in_use.push_back(disk.path);
+    out.disks.push_back(std::move(disk));
+  }
+  for (const std::string& p : out.image_paths) {
+    uint32_t idx = 0;
+    while (idx < roots.size() && !IsUnder(p, roots[idx].first)) ++idx;
+    out.disk_of.push_back(idx);
+  }
+  Evict(o_.dir, o_.max_images, o_.max_total_bytes, in_use);
+  return out;
+}
+
+Result<RootfsImages::Disk> ImageCache::GetOne(const std::string& root, bool is_file,
+                                              std::chrono::nanoseconds* fingerprint_time,
+                                              std::chrono::nanoseconds* build_time) {
+  auto t0 = Clock::now();
+  Fingerprinter fp;
+  fp.h.Update(kImageFormat);
+  struct stat st;
+  if (lstat(root.c_str(), &st) != 0) return Status::Errno("lstat", root, errno);
+  fp.Add(root, st);
+  if (!is_file) {
+    UniqueFd fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return Status::Errno("open", root, errno);
+    SAFEX_RETURN_IF_ERROR(fp.Walk(fd.get(), root, st.st_dev, 0));
+  }
+  std::string key = fp.h.FinishHex();
+  *fingerprint_time += Clock::now() - t0;
+
+  RootfsImages::Disk disk;
+  disk.root = root;
+  disk.path = o_.dir + "/" + key + ".erofs";
   std::string lock_path = o_.dir + "/" + key + ".lock";
   UniqueFd lock(open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock) return Status::Errno("open", lock_path, errno);
   while (flock(lock.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Status::Errno("flock", lock_path, errno);
   }
-  UniqueFd fd(open(img.path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(disk.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) {
     auto b0 = Clock::now();
     std::string suffix = RandomSuffix();
     std::string stage = o_.dir + "/stage." + suffix;
     std::string tmp = o_.dir + "/" + key + ".tmp." + suffix;
     if (mkdir(stage.c_str(), 0755) != 0) return Status::Errno("mkdir", stage, errno);
-    std::vector<std::pair<std::string, std::string>> binds;
-    Status st = Status::Ok();
-    for (const auto& [root, is_file] : roots) {
-      std::string point = stage + root;
-      if (is_file) {
-        st = MakeDirs(point.substr(0, point.rfind('/')));
-        if (st.ok()) {
-          int f = open(point.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-          if (f < 0)
-            st = Status::Errno("create", point, errno);
-          else
-            close(f);
+    // The skeleton: the root's parents as plain directories, the root itself as a mount point.
+    std::string point = stage + root;
+    Status s = Status::Ok();
+    if (is_file) {
+      s = MakeDirs(point.substr(0, point.rfind('/')));
+      if (s.ok()) {
+        int f = open(point.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (f < 0) {
+          s = Status::Errno("create", point, errno);
+        } else {
+          close(f);
         }
-      } else {
-        st = MakeDirs(point);
       }
-      if (!st.ok()) break;
-      binds.emplace_back(root, point);
+    } else {
+      s = MakeDirs(point);
     }
     std::string err;
-    if (st.ok()) {
-      err = RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", tmp, stage}, binds,
+    if (s.ok()) {
+      err = RunBuilder({o_.mkfs_erofs, "--quiet", "--preserve-mtime", tmp, stage}, {{root, point}},
                        o_.build_timeout);
     }
     Status cleanup = RemoveTree(stage);
-    if (!st.ok() || !err.empty()) {
+    if (!s.ok() || !err.empty()) {
       unlink(tmp.c_str());
-      if (!st.ok()) return st.With("preparing the rootfs image");
-      return Status::Unavailable("microvm: building the rootfs image failed: " + err);
+      if (!s.ok()) return s.With("preparing the rootfs image of " + root);
+      return Status::Unavailable("microvm: building the image of " + root + " failed: " + err);
     }
     if (!cleanup.ok()) {
       unlink(tmp.c_str());
       return cleanup.With("removing the image staging directory");
     }
-    if (chmod(tmp.c_str(), 0600) != 0 || rename(tmp.c_str(), img.path.c_str()) != 0) {
+    if (chmod(tmp.c_str(), 0600) != 0 || rename(tmp.c_str(), disk.path.c_str()) != 0) {
       unlink(tmp.c_str());
-      return Status::Errno("rename", img.path, errno);
+      return Status::Errno("rename", disk.path, errno);
     }
-    img.built = true;
-    img.build_time = Clock::now() - b0;
-    fd.Reset(open(img.path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) return Status::Errno("open", img.path, errno);
+    disk.built = true;
+    *build_time += Clock::now() - b0;
+    fd.Reset(open(disk.path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return Status::Errno("open", disk.path, errno);
   }
   // Recently used images are kept: mtime is the LRU clock.
-  utimensat(AT_FDCWD, img.path.c_str(), nullptr, 0);
-  img.fd = std::move(fd);
-  lock.Reset();
-  Evict(o_.dir, o_.max_images, img.path);
-  return img;
+  utimensat(AT_FDCWD, disk.path.c_str(), nullptr, 0);
+  disk.fd = std::move(fd);
+  return disk;
 }
 
 Status ImageCache::BuildDirectoryImage(const std::string& src, const std::string& out) {

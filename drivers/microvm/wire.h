@@ -20,7 +20,7 @@ namespace safex::microvm {
 
 // Bumped whenever a message changes shape; the agent reports its version in kHello and the host
 // refuses a mismatch (an initramfs built from other sources).
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // The virtio-serial port name the host creates and the guest looks for.
 inline constexpr const char* kPortName = "safex.0";

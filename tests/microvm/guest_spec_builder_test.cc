@@ -50,6 +50,7 @@ plan::Plan Plan() {
 
 GuestSpecInputs Inputs() {
   GuestSpecInputs in;
+  in.disks = {0, 0, 0, 0};
   in.image_paths = {"/usr/bin", "", "", ""};
   in.is_file = {false, false, false, false};
   in.has_input_image = true;

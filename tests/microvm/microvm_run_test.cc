@@ -20,6 +20,7 @@
 #include "drivers/microvm/rootfs_image.h"
 #include "tests/microvm/microvm_test_util.h"
 #include "tests/support/leak_check.h"
+#include "tests/support/temp_dir.h"
 
 namespace safex::microvm::testing {
 namespace {
@@ -93,16 +94,57 @@ TEST_F(MicrovmRunTest, HelloWorldExactStdoutAndExitStatus) {
   EXPECT_EQ(r->teardown_error, "");
 }
 
-TEST_F(MicrovmRunTest, GuestKernelDiffersFromTheHosts) {
+// One boot: the guest's own kernel, and binds from three separate host trees (busybox, a
+// directory with a source inside it, a lone file) arrive as separate rootfs disks, each mounted
+// at its target with the host's content.
+TEST_F(MicrovmRunTest, GuestKernelDiffersFromTheHostsAndEachBindRootIsItsOwnDisk) {
   SAFEX_REQUIRE_MICROVM();
-  auto r = RunPlan(BusyboxPlan(), {"/bin/busybox", "uname", "-r"});
+  safex::testing::TempDir tree, lone;
+  ASSERT_EQ(chmod(tree.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(lone.path().c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(tree.Join("sub").c_str(), 0755), 0);
+  tree.Write("a", "tree-a\n");
+  tree.Write("sub/b", "tree-b\n");
+  std::string file = lone.Write("f", "lone-file\n");
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+
+  // The cache maps each source to its root's disk: the tree and its sub-directory share one.
+  ImageCache::Options io;
+  io.dir = TestStateRoot() + "/images";
+  ImageCache cache(io);
+  auto imgs = cache.Get({Busybox(), tree.path(), tree.Join("sub"), file});
+  ASSERT_TRUE(imgs.ok()) << imgs.status().ToString();
+  ASSERT_EQ(imgs->disks.size(), 3u);
+  ASSERT_EQ(imgs->disk_of.size(), 4u);
+  EXPECT_EQ(imgs->disk_of[1], imgs->disk_of[2]);
+  EXPECT_NE(imgs->disk_of[0], imgs->disk_of[1]);
+  EXPECT_NE(imgs->disk_of[3], imgs->disk_of[1]);
+  EXPECT_NE(imgs->disk_of[3], imgs->disk_of[0]);
+  EXPECT_EQ(imgs->image_paths[2], tree.Join("sub"));
+
+  plan::Plan p = BusyboxPlan();
+  plan::Mount t = Bind(tree.path());
+  t.target = "/t";
+  plan::Mount sub = Bind(tree.Join("sub"));
+  sub.target = "/s";
+  plan::Mount f = Bind(file);
+  f.target = "/etc/lone";
+  p.mounts.push_back(t);
+  p.mounts.push_back(sub);
+  p.mounts.push_back(f);
+  auto r = RunPlan(p, Sh("uname -r; cat /t/a /t/sub/b /s/b /etc/lone"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   utsname u{};
   uname(&u);
   ASSERT_EQ(r->exit_code, 0) << r->stderr_stream.data;
-  EXPECT_FALSE(r->stdout_stream.data.empty());
-  EXPECT_NE(r->stdout_stream.data, std::string(u.release) + "\n");
-  EXPECT_NE(r->stdout_stream.data.find("cloud-amd64"), std::string::npos) << r->stdout_stream.data;
+  std::vector<std::string> lines = Lines(r->stdout_stream.data);
+  ASSERT_EQ(lines.size(), 5u) << r->stdout_stream.data;
+  EXPECT_NE(lines[0], std::string(u.release));
+  EXPECT_NE(lines[0].find("cloud-amd64"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "tree-a");
+  EXPECT_EQ(lines[2], "tree-b");
+  EXPECT_EQ(lines[3], "tree-b");
+  EXPECT_EQ(lines[4], "lone-file");
 }
 
 // One boot, several properties of the sandbox the program sees.

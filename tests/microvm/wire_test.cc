@@ -30,6 +30,7 @@ GuestSpec FullSpec() {
   GuestMount b;
   b.kind = GuestMountKind::kBind;
   b.target = "/usr";
+  b.disk = 3;
   b.image_path = "/usr";
   GuestMount o;
   o.kind = GuestMountKind::kOutput;
@@ -149,6 +150,7 @@ TEST(GuestSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(d->cpus, 7u);
   ASSERT_EQ(d->mounts.size(), 2u);
   EXPECT_EQ(d->mounts[0].kind, GuestMountKind::kBind);
+  EXPECT_EQ(d->mounts[0].disk, 3u);
   EXPECT_EQ(d->mounts[0].image_path, "/usr");
   EXPECT_TRUE(d->mounts[0].read_only);
   EXPECT_EQ(d->mounts[1].kind, GuestMountKind::kOutput);
