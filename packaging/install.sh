@@ -20,7 +20,7 @@ if [[ ! -x /usr/local/bin/runsc ]]; then
   exit 2
 fi
 
-# The binary: a new inode (install writes a temp file and renames), so a running daemon keeps its
+# The binary: a new inode (install removes the old file and writes a new one), so a running daemon keeps its
 # old image until it is restarted.
 install -D -m 0755 "$build/safex" /usr/local/bin/safex
 install -D -m 0644 packaging/safex.service /etc/systemd/system/safex.service
