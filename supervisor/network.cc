@@ -13,6 +13,10 @@ class RunNetworkAdapter : public drivers::RunNetworkHandle {
   explicit RunNetworkAdapter(drivers::net::RunNetwork n) : n_(std::move(n)) {}
   int netns_fd() const override { return n_.netns_fd(); }
   std::string hosts_file() const override { return n_.hosts_file(); }
+  std::optional<SandboxLink> sandbox_link() const override {
+    const drivers::net::SandboxLink& l = n_.sandbox_link();
+    return SandboxLink{l.ifname, l.address, l.gateway, l.prefix};
+  }
   uint64_t DeniedEgress() override { return n_.DeniedCount(); }
   Status Teardown() override { return n_.Teardown(); }
 

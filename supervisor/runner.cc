@@ -145,6 +145,7 @@ Result<drivers::Driver*> Runner::DriverFor(plan::Backend backend) {
       // Its image cache and KVM probe live in /var/lib/safex/microvm (persistent, not /run).
       drivers::MicrovmOptions m;
       m.cgroup_parent = options_.cgroup_parent;
+      m.network_provider = options_.network_provider;
       d = std::make_unique<drivers::MicrovmDriver>(std::move(m));
       break;
     }

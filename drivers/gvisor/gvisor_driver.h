@@ -41,6 +41,15 @@ class RunNetworkHandle {
   virtual int netns_fd() const = 0;
   // Contents for the sandbox's /etc/hosts ("" keeps the default: localhost only).
   virtual std::string hosts_file() const { return ""; }
+  // The sandbox side of the run's link, for a sandbox that brings its own network stack (a
+  // microVM guest configures its own interface with it). Addresses in host byte order.
+  struct SandboxLink {
+    std::string ifname;  // the interface inside the run's namespace that carries the link
+    uint32_t address = 0;
+    uint32_t gateway = 0;
+    int prefix = 30;
+  };
+  virtual std::optional<SandboxLink> sandbox_link() const { return std::nullopt; }
   // Packets dropped by the run's egress rules so far.
   virtual uint64_t DeniedEgress() = 0;
   // Removes the run's network. Called after every process of the run is gone.

@@ -16,6 +16,7 @@
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/microvm/guest_spec.h"
 #include "drivers/microvm/guest_spec_builder.h"
+#include "drivers/microvm/guest_tap.h"
 #include "drivers/microvm/host_tsc.h"
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/output_receiver.h"
@@ -222,10 +223,11 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
                                    std::string(plan::BackendName(plan.backend)));
   }
   if (!ValidRunId(req.run_id)) return Status::InvalidArgument("microvm: bad run id");
-  if (!plan.network.egress.empty()) {
+  bool wants_network = !plan.network.egress.empty();
+  if (wants_network && !o.network_provider) {
     return Status::Unavailable(
-        "microvm: egress for microVM runs is not available yet (no tap device in the run's "
-        "network namespace); refused, nothing ran");
+        "microvm: the plan grants egress but this supervisor has no network configured for runs; "
+        "refused, nothing ran");
   }
   if (req.stdin_data && req.stdin_data->size() > o.max_stdin_bytes) {
     return Status::InvalidArgument("microvm: stdin larger than " +
@@ -295,6 +297,32 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     disks.push_back({-1, microvm::kInputDiskSerial});
     disk_fds.push_back(input_fd.get());
   }
+  // The run's network (egress only): declared before QEMU is started, so that on every way out
+  // of Run it is removed after QEMU is gone.
+  std::unique_ptr<RunNetworkHandle> net;
+  UniqueFd tap;
+  if (wants_network) {
+    SAFEX_ASSIGN_OR_RETURN(net, o.network_provider(plan, req.run_id));
+    if (!net || net->netns_fd() < 0) {
+      return Status::Internal("microvm: the network provider returned no network namespace");
+    }
+    std::optional<RunNetworkHandle::SandboxLink> link = net->sandbox_link();
+    if (!link || link->ifname.empty() || link->address == 0 || link->gateway == 0) {
+      return Status::Unavailable(
+          "microvm: the run's network does not describe its link; refused, nothing ran");
+    }
+    SAFEX_ASSIGN_OR_RETURN(tap, microvm::AttachGuestTap(net->netns_fd(), link->ifname));
+    auto dotted = [](uint32_t a) {
+      return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." +
+             std::to_string((a >> 8) & 255) + "." + std::to_string(a & 255);
+    };
+    microvm::GuestNetwork gn;
+    gn.address = dotted(link->address);
+    gn.gateway = dotted(link->gateway);
+    gn.prefix = static_cast<uint32_t>(link->prefix);
+    in.network = gn;
+    in.hosts_file = net->hosts_file();
+  }
   in.has_stdin = req.stdin_data.has_value() && !req.stdin_data->empty();
   SAFEX_ASSIGN_OR_RETURN(microvm::GuestSpec spec, microvm::BuildGuestSpec(plan, req.argv, in));
 
@@ -329,6 +357,11 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   ls.vm.tcg_tb_mib = o.tcg_tb_mib;
   ls.vm.disks = disks;
   ls.disk_fds = disk_fds;
+  if (net) {
+    ls.tap_fd = tap.get();
+    ls.vm.mac = microvm::GuestMac(req.run_id);
+    ls.netns_fd = net->netns_fd();  // QEMU itself sees only the run's namespace
+  }
   uint32_t id = VmmId(o, req.run_id);
   ls.uid = id;
   ls.gid = id;
@@ -356,7 +389,10 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   Status cg_teardown = cg->Destroy();
   if (!launched.ok()) return launched.status().With("microvm: starting QEMU");
   const microvm::SessionResult& s = launched->session;
-  std::string mode = std::string("microvm/") + microvm::AccelName(accel) + "/network=none";
+  // QEMU is gone: the tap's last user. The namespace itself goes at the network's teardown.
+  tap.Reset();
+  std::string mode = std::string("microvm/") + microvm::AccelName(accel) +
+                     (net ? "/network=netns" : "/network=none");
 
   // --- Nothing ran: a refusal or setup error with the reason. ---
   if (s.phase == microvm::Phase::kBooting || s.phase == microvm::Phase::kSetup ||
@@ -465,9 +501,17 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   receiver.reset();
   rootfs.disks.clear();
   input_fd.Reset();
+  Status net_teardown = Status::Ok();
+  if (net) {
+    r.denied_egress = net->DeniedEgress();
+    net_teardown = net->Teardown();
+  }
   Status dir_teardown = run_dir.Remove();
   std::string teardown;
   if (!cg_teardown.ok()) teardown = "cgroup: " + cg_teardown.message();
+  if (!net_teardown.ok()) {
+    teardown += (teardown.empty() ? "" : "; ") + ("network: " + net_teardown.message());
+  }
   if (!dir_teardown.ok()) teardown += (teardown.empty() ? "" : "; ") + dir_teardown.message();
   r.teardown_error = teardown;
   if (o.timings_observer) {

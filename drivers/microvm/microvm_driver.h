@@ -29,6 +29,7 @@
 
 #include "common/status.h"
 #include "drivers/driver.h"
+#include "drivers/gvisor/gvisor_driver.h"  // RunNetworkHandle, NetworkProvider (shared seam)
 #include "plan/plan.h"
 
 namespace safex::drivers {
@@ -85,6 +86,10 @@ struct MicrovmOptions {
   uint64_t image_cache_max_bytes = 24ull << 30;
   // Called at the end of every run that booted a guest (benchmarks).
   std::function<void(const MicrovmRunTimings&)> timings_observer;
+  // Required for plans that grant egress (runs with egress are refused without it): the run's
+  // network namespace (QEMU starts inside it), whose link the guest takes over through a tap
+  // (guest_tap.h).
+  NetworkProvider network_provider;
 };
 
 class MicrovmDriver : public Driver {

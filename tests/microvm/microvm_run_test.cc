@@ -423,6 +423,36 @@ TEST_F(MicrovmRunTest, GuestThatHangsAtBootIsKilledAtTheDeadline) {
   EXPECT_LT(elapsed, std::chrono::seconds(20));
 }
 
+// Fail closed: a plan that grants egress is refused, before anything is created, by a driver
+// that has no network provider (a supervisor without a network section), and when the provider
+// fails; nothing boots.
+TEST_F(MicrovmRunTest, EgressWithoutAUsableNetworkIsRefused) {
+  SAFEX_REQUIRE_MICROVM();
+  plan::Plan p = BusyboxPlan();
+  plan::EgressRule rule;
+  rule.host = "198.18.1.10";
+  rule.port = 8080;
+  p.network.egress.push_back(rule);
+  auto r = RunPlan(p, {"/bin/busybox", "true"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("egress"), std::string::npos) << r.status().message();
+
+  drivers::MicrovmOptions o = TestOptions();
+  int calls = 0;
+  o.network_provider =
+      [&calls](const plan::Plan&,
+               const std::string&) -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+    ++calls;
+    return Status::Unavailable("no network for this test");
+  };
+  r = RunPlan(p, {"/bin/busybox", "true"}, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no network for this test"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_F(MicrovmRunTest, MissingKernelInitramfsOrQemuIsRefused) {
   SAFEX_REQUIRE_MICROVM();
   struct Case {
