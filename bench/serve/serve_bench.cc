@@ -68,9 +68,8 @@ Result<double> Timed(const std::vector<std::string>& argv) {
 }
 
 Result<double> Submit(const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "submit",           "--socket",
-                                   Socket(),           "--policy",         "python-untrusted",
-                                   "--"};
+  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "submit",           "--socket", Socket(),
+                                   "--policy",         "python-untrusted", "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   return Timed(argv);
 }
@@ -139,9 +138,9 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(PolicyDir());
   chmod(Dir().c_str(), 0755);
   for (const char* p : {"base-untrusted", "python-untrusted"}) {
-    std::filesystem::copy_file(std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/" + p +
-                                   ".policy",
-                               PolicyDir() + "/" + p + ".policy");
+    std::filesystem::copy_file(
+        std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/" + p + ".policy",
+        PolicyDir() + "/" + p + ".policy");
   }
   std::string config = "host {\n  service {\n";
   config += "    policy_dir = \"" + PolicyDir() + "\"\n";
@@ -154,12 +153,12 @@ int main(int argc, char** argv) {
   config += "  }\n}\n";
   if (!WriteFile(Dir() + "/host.policy", config)) return 1;
 
-  UniqueFd log(open((Dir() + "/serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC,
-                    0600));
+  UniqueFd log(
+      open((Dir() + "/serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600));
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY, "serve", "--config", Dir() + "/host.policy", "--audit-key",
-             Dir() + "/audit.key"};
+  so.argv = {SAFEX_BENCH_BINARY,     "serve",       "--config",
+             Dir() + "/host.policy", "--audit-key", Dir() + "/audit.key"};
   so.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   so.fds = {{0, devnull.get()}, {1, log.get()}, {2, log.get()}};
   so.parent_death_signal = SIGKILL;
@@ -228,10 +227,11 @@ int main(int argc, char** argv) {
 
   std::this_thread::sleep_for(std::chrono::seconds(2));
   Rss idle = ReadRss(daemon->pid());
-  std::printf("\ndaemon resident memory, idle (KiB): after start %ld (anon %ld, file %ld); after "
-              "the %d submits above %ld (anon %ld, file %ld)\n",
-              at_start.total, at_start.anon, at_start.file, 2 + 2 * runs + 3 * 2 * runs,
-              idle.total, idle.anon, idle.file);
+  std::printf(
+      "\ndaemon resident memory, idle (KiB): after start %ld (anon %ld, file %ld); after "
+      "the %d submits above %ld (anon %ld, file %ld)\n",
+      at_start.total, at_start.anon, at_start.file, 2 + 2 * runs + 3 * 2 * runs, idle.total,
+      idle.anon, idle.file);
 
   (void)daemon->Signal(SIGTERM);
   auto st = daemon->Wait(Clock::now() + std::chrono::seconds(60));
