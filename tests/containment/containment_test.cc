@@ -7,16 +7,15 @@
 // Environment: SAFEX_CONTAINMENT_JOBS (runs at once, default 4), SAFEX_CONTAINMENT_CASES
 // (comma-separated ids to run, default all).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/containment/host_listeners.h"
 #include "tests/containment/process_runner.h"

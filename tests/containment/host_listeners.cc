@@ -154,7 +154,9 @@ int HostListeners::TotalHits() const {
   return total;
 }
 
-void HostListeners::Start() { thread_ = std::thread([this] { Loop(); }); }
+void HostListeners::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void HostListeners::Loop() {
   for (;;) {

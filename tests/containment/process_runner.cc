@@ -79,7 +79,7 @@ ProcessResult RunWatched(const ProcessOptions& o) {
       (void)ignored;
       _exit(127);
     };
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     sigset_t none;
     sigemptyset(&none);
@@ -115,17 +115,21 @@ ProcessResult RunWatched(const ProcessOptions& o) {
     return r;
   }
   r.pid = pid;
-  const auto end = start + o.deadline;
+  auto end = start + o.deadline;
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   char buf[65536];
   while (fds[0].fd >= 0 || fds[1].fd >= 0) {
     uint64_t hwm = ReadVmHwmKib(pid);
     if (hwm > r.peak_rss_kib) r.peak_rss_kib = hwm;
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      kill(pid, SIGKILL);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0 && !r.timed_out) {
+      kill(pid, SIGTERM);
       r.timed_out = true;
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(o.kill_grace);
+      end = std::chrono::steady_clock::now() + o.kill_grace;
+    } else if (left.count() <= 0) {
+      kill(pid, SIGKILL);
       break;
     }
     int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 50)));

@@ -18,16 +18,20 @@
 namespace safex::containment {
 
 struct ProcessOptions {
-  std::vector<std::string> argv;       // argv[0]: absolute path
-  std::vector<std::string> env;        // the child's whole environment ("NAME=value")
-  std::vector<int> leaked_fds;         // kept open in the child at their own numbers
+  std::vector<std::string> argv;  // argv[0]: absolute path
+  std::vector<std::string> env;   // the child's whole environment ("NAME=value")
+  std::vector<int> leaked_fds;    // kept open in the child at their own numbers
   bool readonly_cgroups = false;
-  std::chrono::seconds deadline{180};  // killed (SIGKILL) after this
-  std::string cwd;                     // "" keeps the current directory
+  // At the deadline the child gets SIGTERM (`safex run` then cancels the run and tears the sandbox
+  // down), and SIGKILL if it is still there `kill_grace` later. If this process dies first, the
+  // child gets SIGTERM (parent-death signal) for the same reason.
+  std::chrono::seconds deadline{180};
+  std::chrono::seconds kill_grace{15};
+  std::string cwd;  // "" keeps the current directory
 };
 
 struct ProcessResult {
-  int status = -1;          // exit status, or 128 + signal
+  int status = -1;  // exit status, or 128 + signal
   bool timed_out = false;
   bool spawn_failed = false;
   std::string out;

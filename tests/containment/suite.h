@@ -1,6 +1,7 @@
-// The containment suite: every case of /work/shared/attack-catalogue.md (tests/containment/cases.cc)
-// on every isolation backend, through the built `safex run`, checked against the expected
-// contained outcome, the verdict and exit status, the audit log, the host, and leftovers.
+// The containment suite: every case of /work/shared/attack-catalogue.md
+// (tests/containment/cases.cc) on every isolation backend, through the built `safex run`, checked
+// against the expected contained outcome, the verdict and exit status, the audit log, the host, and
+// leftovers.
 //
 //   Suite suite(options);
 //   suite.SetUp();                 // probes copied, listeners, canaries, host baseline
@@ -20,16 +21,19 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "audit/audit_log.h"
 #include "tests/containment/host_listeners.h"
 #include "tests/containment/process_runner.h"
+
+namespace safex::testing::net {
+class World;
+}
 
 namespace safex::containment {
 
@@ -38,18 +42,18 @@ inline const std::vector<std::string> kBackends = {"gvisor", "microvm"};
 
 // One `safex run` of a case.
 struct Invocation {
-  std::string label;                          // shown in the details ("heap", "fifo", ...)
-  std::string policy = "python-untrusted";    // the example policy the run's wrapper extends
-  std::string policy_extra;                   // statements added to the wrapper (overrides)
-  std::vector<std::string> argv;              // argv[0]: a probe name (-> /probes/NAME) or a path
-  bool input = false;                         // --input: the case's host input directory
-  bool output = false;                        // --output: the case's host output directory
-  std::vector<std::string> flags;             // more `safex run` flags (S7 breaks things here)
-  bool readonly_cgroups = false;              // safex sees every cgroup filesystem read-only
-  bool expect_refusal = false;                // must be refused before anything runs
-  bool expect_probe_line = true;              // the probe's JSON line must be in stdout
-  int group = 0;                              // same non-zero group: started together
-  int start_delay_ms = 0;                     // delay within its group
+  std::string label;                        // shown in the details ("heap", "fifo", ...)
+  std::string policy = "python-untrusted";  // the example policy the run's wrapper extends
+  std::string policy_extra;                 // statements added to the wrapper (overrides)
+  std::vector<std::string> argv;            // argv[0]: a probe name (-> /probes/NAME) or a path
+  bool input = false;                       // --input: the case's host input directory
+  bool output = false;                      // --output: the case's host output directory
+  std::vector<std::string> flags;           // more `safex run` flags (S7 breaks things here)
+  bool readonly_cgroups = false;            // safex sees every cgroup filesystem read-only
+  bool expect_refusal = false;              // must be refused before anything runs
+  bool expect_probe_line = true;            // the probe's JSON line must be in stdout
+  int group = 0;                            // same non-zero group: started together
+  int start_delay_ms = 0;                   // delay within its group
 };
 
 // What one invocation produced.
@@ -57,8 +61,8 @@ struct RunRecord {
   Invocation inv;
   ProcessResult proc;
   std::string policy_path;
-  nlohmann::json report;   // `safex run --json`, or null when stdout was not JSON
-  nlohmann::json probe;    // the probe's last JSON line in the delivered stdout, or null
+  nlohmann::json report;  // `safex run --json`, or null when stdout was not JSON
+  nlohmann::json probe;   // the probe's last JSON line in the delivered stdout, or null
   std::optional<audit::RunDetail> audit;
   std::string audit_error;
   std::vector<std::string> leftovers;  // resources still naming the run id after safex exited
@@ -119,7 +123,13 @@ struct Case {
 // The catalogue, in its order (cases.cc).
 std::vector<Case> Catalogue();
 
-enum class CellState { kContained, kNotContained, kRefusedAtPlan, kBackendNotAvailable, kNotYetRunnable };
+enum class CellState {
+  kContained,
+  kNotContained,
+  kRefusedAtPlan,
+  kBackendNotAvailable,
+  kNotYetRunnable
+};
 const char* CellStateName(CellState s);
 
 struct Cell {
@@ -137,10 +147,10 @@ struct BackendStatus {
 };
 
 struct SuiteOptions {
-  std::string safex;       // the built binary
-  std::string source_dir;  // for policies/examples
-  std::string probes_dir;  // the built probes
-  int jobs = 4;            // runs at once
+  std::string safex;                    // the built binary
+  std::string source_dir;               // for policies/examples
+  std::string probes_dir;               // the built probes; bound read-only at /probes as they are
+  int jobs = 4;                         // runs at once
   std::vector<std::string> only_cases;  // empty: all
 };
 
@@ -181,10 +191,17 @@ class Suite {
   const std::string& marker() const { return marker_; }
   const std::string& secret_file() const { return secret_file_; }
   std::string Endpoint(const std::string& name) const;  // listeners by name (see SetUp)
+  // The egress a run may be granted (policy statements for Invocation::policy_extra): one test
+  // host:port in the suite's own outside world, reached through its uplink namespace.
+  static std::string GrantEgressStatements();
+  // The per-run address pool of the suite's host config, and the sandbox-side address of each
+  // slot (for N5: where another run could be listening).
+  std::vector<std::string> PoolSandboxAddresses() const;
+  const std::string& host_config() const { return host_config_; }
   int Hits(const std::string& spec) const { return listeners_->Hits(spec); }
   int sigusr1_count() const;
   pid_t runner_pid() const { return getpid(); }
-  // What "egress in safex run" looks like on this build: "" when it works, else why not.
+  // Whether `safex run` grants egress on this build: "" when it does, else why not.
   std::string EgressUnavailable();
   // The environment variable names a wrapper policy's plan sets (from `safex compile`).
   std::vector<std::string> PolicyEnvNames(const std::string& example, const std::string& backend);
@@ -196,7 +213,9 @@ class Suite {
   RunRecord Execute(const Invocation& inv, CaseEnv& env);
   void RunCase(const Case& c, const std::string& backend);
   void CommonChecks(const RunRecord& r, const std::string& backend, Check& check) const;
-  std::vector<std::string> Leftovers(const std::string& run_id) const;
+  // Whether a machine-wide leak line names only other processes' runs (other tests on a shared
+  // machine), so that it can be told apart from the suite's own.
+  bool OthersOnly(const std::string& leak_line) const;
 
   SuiteOptions o_;
   std::string error_;
@@ -205,18 +224,23 @@ class Suite {
   int leaked_file_fd_ = -1, leaked_dir_fd_ = -1;
   std::unique_ptr<HostListeners> listeners_;
   std::map<std::string, std::string> endpoints_;
-  std::string world_netns_;  // the suite's "outside world" namespace (ip netns name)
+  std::unique_ptr<testing::net::World> world_;  // the suite's "outside world" and uplink
+  std::string host_config_;                     // --host-config of every run
   std::vector<Case> cases_;
   std::map<std::string, BackendStatus> backends_;
   std::map<std::string, std::map<std::string, Cell>> cells_;
   mutable std::mutex mu_;  // cells_, policies_, egress_
   std::map<std::string, std::string> policies_;
+  std::set<std::string> run_ids_;      // every run of this suite (cases, discovery, detection)
+  std::vector<RunRecord> extra_runs_;  // runs outside the cells (discovery, egress detection)
   std::optional<std::string> egress_;
   std::map<std::string, std::vector<std::string>> env_names_;
   // Host baseline.
   std::map<std::string, FileState> host_files_;
   std::map<std::string, std::string> host_settings_;
   std::map<std::string, uint64_t> free_bytes_;
+  std::map<std::string, uint64_t> free_inodes_;
+  uint64_t image_cache_bytes_ = 0;
   std::set<std::string> leak_baseline_;
   std::vector<std::string> host_failures_;
   std::vector<std::string> host_notes_;

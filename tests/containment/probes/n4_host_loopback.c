@@ -5,8 +5,9 @@
 #include "probe_net.h"
 
 static const char* const kDefaults[] = {
-    "unix:/run/safex/safex.sock", "unix:/var/run/docker.sock", "unix:/run/containerd/containerd.sock",
-    "unix:/run/systemd/private",  "abstract:/tmp/.X11-unix/X0", "tcp:127.0.0.1:22",
+    "unix:/run/safex/safex.sock",           "unix:/var/run/docker.sock",
+    "unix:/run/containerd/containerd.sock", "unix:/run/systemd/private",
+    "abstract:/tmp/.X11-unix/X0",           "tcp:127.0.0.1:22",
 };
 
 int main(int argc, char** argv) {

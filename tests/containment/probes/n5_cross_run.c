@@ -1,6 +1,6 @@
 // N5: another concurrent run's network. Two runs at once:
-//   n5_cross_run listen PORT NAME SECONDS   listens on 127.0.0.1:PORT and abstract NAME and
-//                                           counts connections for SECONDS
+//   n5_cross_run listen PORT NAME SECONDS   listens on 0.0.0.0:PORT (every address the run has)
+//                                           and abstract NAME; counts connections for SECONDS
 //   n5_cross_run connect ENDPOINT... SECONDS  keeps trying to reach each endpoint for SECONDS
 // Contained: the listener accepts nothing, the connector reaches nothing (one namespace per run).
 #include <time.h>
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   int seconds = atoi(argv[argc - 1]);
   if (strcmp(argv[1], "listen") == 0 && argc == 5) {
     char tcp[64], abs_name[160];
-    snprintf(tcp, sizeof tcp, "tcp:127.0.0.1:%s", argv[2]);
+    snprintf(tcp, sizeof tcp, "tcp:0.0.0.0:%s", argv[2]);
     snprintf(abs_name, sizeof abs_name, "abstract:%s", argv[3]);
     int fds[2] = {Listen(tcp), Listen(abs_name)};
     probe_bool(&p, "tcp_listening", fds[0] >= 0);
@@ -58,11 +58,11 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "connect") == 0) {
     char errs[256] = "";
     time_t end = time(NULL) + seconds;
-    int last[16] = {0};
-    int n = argc - 3 < 16 ? argc - 3 : 16;
+    int last[64] = {0};
+    int n = argc - 3 < 64 ? argc - 3 : 64;
     do {
       for (int i = 0; i < n; ++i) {
-        last[i] = probe_reach(argv[2 + i], "safex-n5", 8, 300, NULL);
+        last[i] = probe_reach(argv[2 + i], "safex-n5", 8, 250, NULL);
         if (last[i] == 0) probe_escaped(&p);
       }
       usleep(200 * 1000);

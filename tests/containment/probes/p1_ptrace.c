@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   probe_int(&p, "visible_processes", visible);
   probe_str(&p, "visible_comms", names);
   char result[700];
-  snprintf(result, sizeof result, "attach: %s; %d processes visible (%s)", outcomes, visible, names);
+  snprintf(result, sizeof result, "attach: %s; %d processes visible (%s)", outcomes, visible,
+           names);
   return probe_finish(&p, result);
 }

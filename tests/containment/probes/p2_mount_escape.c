@@ -25,14 +25,14 @@ int main(void) {
     int err;
   } calls[6];
   int n = 0;
-#define TRY(label, expr)                   \
-  do {                                     \
-    errno = 0;                             \
-    long rc_ = (long)(expr);               \
-    calls[n].name = label;                 \
-    calls[n].rc = rc_;                     \
-    calls[n].err = rc_ < 0 ? errno : 0;    \
-    ++n;                                   \
+#define TRY(label, expr)                \
+  do {                                  \
+    errno = 0;                          \
+    long rc_ = (long)(expr);            \
+    calls[n].name = label;              \
+    calls[n].rc = rc_;                  \
+    calls[n].err = rc_ < 0 ? errno : 0; \
+    ++n;                                \
   } while (0)
   TRY("mount_tmpfs", mount("tmpfs", "/tmp/safex-p2", "tmpfs", 0, "size=1m"));
   TRY("mount_bind_root", mount("/", "/tmp/safex-p2", NULL, MS_BIND | MS_REC, NULL));

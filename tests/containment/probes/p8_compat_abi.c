@@ -40,8 +40,8 @@ static const char* InChild(long (*fn)(const char*), const char* path, char* buf,
 }
 
 static long Int80Mkdir(const char* path) {
-  char* low = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT,
-                   -1, 0);
+  char* low =
+      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
   if (low == MAP_FAILED) return -ENOMEM;
   strncpy(low, path, 4095);
   long r;

@@ -66,9 +66,9 @@ static inline int probe_parse_endpoint(const char* spec, Endpoint* ep) {
   return 0;
 }
 
-// Connects (TCP, unix; nothing is written) or sends `payload` and waits for any reply (UDP). Returns 0 when the
-// other side was reached (connected / answered), an errno otherwise (ETIMEDOUT: no answer).
-// *sent is set when a UDP datagram was accepted by the local stack.
+// Connects (TCP, unix; nothing is written) or sends `payload` and waits for any reply (UDP).
+// Returns 0 when the other side was reached (connected / answered), an errno otherwise (ETIMEDOUT:
+// no answer). *sent is set when a UDP datagram was accepted by the local stack.
 static inline int probe_reach(const char* spec, const char* payload, size_t payload_len,
                               int timeout_ms, int* sent) {
   Endpoint ep;

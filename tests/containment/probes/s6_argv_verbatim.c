@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     char hex[4096];
     size_t n = 0;
-    for (const unsigned char* c = (const unsigned char*)argv[i]; *c != 0 && n + 3 < sizeof hex; ++c) {
+    for (const unsigned char* c = (const unsigned char*)argv[i]; *c != 0 && n + 3 < sizeof hex;
+         ++c) {
       n += (size_t)snprintf(hex + n, sizeof hex - n, "%02x", *c);
     }
     hex[n] = 0;
