@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "drivers/microvm/guest_tap.h"
+
 namespace safex::microvm {
 namespace {
 
@@ -104,6 +106,17 @@ TEST(QemuCommandTest, NetworkDeviceOnlyWithATap) {
                      "mac=52:54:00:12:34:56"),
             std::string::npos)
       << all;
+}
+
+// The guest's MAC: locally administered unicast (first octet 0x02), stable per run, distinct
+// between runs.
+TEST(GuestTapTest, GuestMacIsLocalUnicastAndPerRun) {
+  std::string a = GuestMac("run-a");
+  EXPECT_EQ(a.size(), 17u);
+  EXPECT_EQ(a.substr(0, 3), "02:");
+  for (size_t i = 2; i < a.size(); i += 3) EXPECT_EQ(a[i], ':') << a;
+  EXPECT_EQ(a, GuestMac("run-a"));
+  EXPECT_NE(a, GuestMac("run-b"));
 }
 
 }  // namespace
