@@ -1,6 +1,7 @@
 #include "guest/net_setup.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "guest/util.h"
@@ -46,6 +48,30 @@ std::string Up(int fd, const char* ifname) {
   return "";
 }
 
+// Runs are IPv4-only (the run's network routes IPv4 only, and under gVisor the run's namespace
+// has IPv6 switched off). Without this the guest kernel's own IPv6 chatter on eth0 (router
+// solicitations, duplicate address detection) would be dropped and counted as denied egress.
+// A kernel without IPv6 has no such files: nothing to switch off.
+std::string DisableIpv6() {
+  for (const char* p :
+       {"/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/ipv6/conf/default/disable_ipv6",
+        "/proc/sys/net/ipv6/conf/eth0/disable_ipv6"}) {
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      return ErrnoMessage(std::string("open ") + p);
+    }
+    bool ok = write(fd, "1", 1) == 1;
+    int err = errno;
+    close(fd);
+    if (!ok) {
+      errno = err;
+      return ErrnoMessage(std::string("write ") + p);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string BringUpLoopback() {
@@ -59,6 +85,8 @@ std::string ConfigureEthernet(const microvm::GuestNetwork& net) {
   if (s.fd() < 0) return ErrnoMessage("socket");
   if (net.prefix < 8 || net.prefix > 30) return "bad prefix length";
   const char* ifname = "eth0";
+  // Before eth0 goes up: its first packets would otherwise be IPv6.
+  if (std::string e = DisableIpv6(); !e.empty()) return e;
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
   if (!SetAddr(&ifr.ifr_addr, net.address)) return "bad address " + net.address;

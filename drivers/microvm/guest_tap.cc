@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/if_link.h>
 #include <linux/if_tun.h>
+#include <linux/rtnetlink.h>
 #include <netlink/errno.h>
+#include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
-#include <netlink/route/link/bridge.h>
 #include <netlink/socket.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -39,6 +41,31 @@ struct CacheFree {
 struct LinkPut {
   void operator()(rtnl_link* l) const { rtnl_link_put(l); }
 };
+
+// Creates the bridge (down) with multicast snooping off. With snooping on, a bridge going up
+// joins the all-snoopers group (RFC 4286) and sends IGMP reports from the run's namespace, which
+// its own rules drop and count as denied egress although nobody in the run sent anything.
+Status CreateBridge(nl_sock* sk, const char* name) {
+  std::unique_ptr<nl_msg, void (*)(nl_msg*)> msg(
+      nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL), nlmsg_free);
+  if (!msg) return Status::ResourceExhausted("nlmsg_alloc failed");
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  int err = nlmsg_append(msg.get(), &ifi, sizeof(ifi), NLMSG_ALIGNTO);
+  if (err == 0) err = nla_put_string(msg.get(), IFLA_IFNAME, name);
+  nlattr* info = err == 0 ? nla_nest_start(msg.get(), IFLA_LINKINFO) : nullptr;
+  if (info == nullptr) return NlError("building the bridge request", err < 0 ? err : -NLE_NOMEM);
+  err = nla_put_string(msg.get(), IFLA_INFO_KIND, "bridge");
+  nlattr* data = err == 0 ? nla_nest_start(msg.get(), IFLA_INFO_DATA) : nullptr;
+  if (data == nullptr) return NlError("building the bridge request", err < 0 ? err : -NLE_NOMEM);
+  err = nla_put_u8(msg.get(), IFLA_BR_MCAST_SNOOPING, 0);
+  if (err < 0) return NlError("building the bridge request", err);
+  nla_nest_end(msg.get(), data);
+  nla_nest_end(msg.get(), info);
+  err = nl_send_sync(sk, msg.release());  // takes the message
+  if (err < 0) return NlError("creating the bridge", err);
+  return Status::Ok();
+}
 
 Result<int> IfIndex(nl_sock* sk, const char* name) {
   rtnl_link* raw = nullptr;
@@ -95,8 +122,7 @@ Result<UniqueFd> AttachGuestTap(int netns_fd, const std::string& uplink_ifname) 
     if (!sk) return Status::ResourceExhausted("nl_socket_alloc failed");
     int err = nl_connect(sk.get(), NETLINK_ROUTE);
     if (err < 0) return NlError("nl_connect(NETLINK_ROUTE)", err);
-    err = rtnl_link_bridge_add(sk.get(), kBridgeName);
-    if (err < 0) return NlError("creating the bridge", err);
+    SAFEX_RETURN_IF_ERROR(CreateBridge(sk.get(), kBridgeName));
     SAFEX_ASSIGN_OR_RETURN(int br, IfIndex(sk.get(), kBridgeName));
     SAFEX_ASSIGN_OR_RETURN(int up, IfIndex(sk.get(), uplink_ifname.c_str()));
     SAFEX_ASSIGN_OR_RETURN(int tp, IfIndex(sk.get(), kTapName));
