@@ -347,9 +347,9 @@ TEST_F(ServeTest, FullQueueRefusesAtOnce) {
   EXPECT_EQ(state["in_flight"], 1) << after->body;
   EXPECT_EQ(state["queued"], 1) << after->body;
   EXPECT_EQ(c.status, 125) << c.out << c.err;
-  // A bound below the slow run's 5 s (a refusal takes milliseconds; this only catches one
-  // that waited): it includes starting the `safex submit` process and an fsync'ed audit commit.
-  EXPECT_LT(took, std::chrono::seconds(4)) << "the refusal must not wait for capacity";
+  // And promptly: the time includes starting the `safex submit` process and an fsync'ed audit
+  // commit (measured 12-76 ms with a load average of 14-21 on 2 CPUs, and with cold caches).
+  EXPECT_LT(took, std::chrono::seconds(2)) << "the refusal must not wait";
   std::cout << "refusal answered in "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
   json j = Parse(c.out);
