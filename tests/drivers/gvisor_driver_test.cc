@@ -1,6 +1,8 @@
 // GvisorDriver with real runsc: what runs, what it sees, and every limit with the LimitHit it must
 // produce. Each test also checks (fixture) that nothing is left on the machine afterwards.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -9,9 +11,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/unique_fd.h"
 #include "drivers/gvisor/run_dir.h"
@@ -23,6 +22,22 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
+// `text` split at `sep`; every element must be terminated by `sep` (a missing final one is kept
+// as an element of its own so that the comparison fails).
+std::vector<std::string> Lines(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == sep) {
+      out.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (start < text.size()) out.push_back("<unterminated>" + text.substr(start));
+  return out;
+}
 
 class TempHostDir {
  public:
@@ -85,21 +100,23 @@ TEST_F(GvisorTest, EnvironmentIsExactlyThePlans) {
   setenv("CI", "1", 0);
   plan::Plan p = BasePlan();
   p.env = {{"HOME", "/tmp"}, {"ONLY", "this"}, {"PATH", "/usr/bin"}};
+  // The set is what matters: runsc does not keep the spec's order for HOME.
   RunResult r = MustRun(p, {"/usr/bin/env"});
-  EXPECT_EQ(r.stdout_stream.data, "HOME=/tmp\nONLY=this\nPATH=/usr/bin\n");
+  EXPECT_THAT(Lines(r.stdout_stream.data, '\n'),
+              UnorderedElementsAre("HOME=/tmp", "ONLY=this", "PATH=/usr/bin"));
 
   // gVisor adds HOME (from the sandbox's own /etc/passwd: "/") when the plan has none; nothing
   // comes from the supervisor's environment.
   p.env = {{"ONLY", "this"}};
   r = MustRun(p, {"/usr/bin/env"});
-  EXPECT_EQ(r.stdout_stream.data, "ONLY=this\nHOME=/\n");
+  EXPECT_THAT(Lines(r.stdout_stream.data, '\n'), UnorderedElementsAre("ONLY=this", "HOME=/"));
   r = MustRun(p, {"/bin/cat", "/proc/self/environ"});
-  EXPECT_EQ(r.stdout_stream.data, std::string("ONLY=this\0HOME=/\0", 17));
+  EXPECT_THAT(Lines(r.stdout_stream.data, '\0'), UnorderedElementsAre("ONLY=this", "HOME=/"));
   unsetenv("SAFEX_SUPERVISOR_SECRET");
 }
 
 TEST_F(GvisorTest, ArgvWithShellMetacharactersIsVerbatim) {
-  std::vector<std::string> argv = {"/bin/echo", "$HOME", "`id`",  "a;b", "x|y",  "&&", "*",
+  std::vector<std::string> argv = {"/bin/echo", "$HOME", "`id`",  "a;b", "x|y", "&&", "*",
                                    "$(reboot)", "'q'",   "\"d\"", "a b", "\\n", "~"};
   RunResult r = MustRun(BasePlan(), argv);
   EXPECT_EQ(r.stdout_stream.data, "$HOME `id` a;b x|y && * $(reboot) 'q' \"d\" a b \\n ~\n");
@@ -109,11 +126,13 @@ TEST_F(GvisorTest, EachRunStartsFromAFreshFilesystem) {
   plan::Plan p = BasePlan();
   RunResult w = MustRun(p, {"/bin/sh", "-c", "echo secret > /tmp/marker && cat /tmp/marker"});
   EXPECT_EQ(w.stdout_stream.data, "secret\n");
-  RunResult r = MustRun(p, {"/bin/sh", "-c", "ls -A /tmp; test -e /tmp/marker && echo present || echo absent"});
+  RunResult r = MustRun(
+      p, {"/bin/sh", "-c", "ls -A /tmp; test -e /tmp/marker && echo present || echo absent"});
   EXPECT_EQ(r.stdout_stream.data, "absent\n");
   // The root holds only mount points and a generated /etc; nothing of the host's /etc.
   r = MustRun(p, {"/bin/sh", "-c", "ls -A / | tr '\\n' ' '; echo; ls -A /etc | tr '\\n' ' '"});
-  EXPECT_EQ(r.stdout_stream.data, "bin dev etc lib lib64 proc sys tmp usr \ngroup hosts nsswitch.conf passwd ");
+  EXPECT_EQ(r.stdout_stream.data,
+            "bin dev etc lib lib64 proc sys tmp usr \ngroup hosts nsswitch.conf passwd ");
 }
 
 TEST_F(GvisorTest, ReadOnlyMountsRefuseWrites) {
@@ -124,9 +143,10 @@ TEST_F(GvisorTest, ReadOnlyMountsRefuseWrites) {
   ro.target = "/data/ro";
   p.mounts.push_back(ro);
   p.mounts.push_back(Input("/data/in"));
-  RunResult r = MustRun(p, {"/bin/sh", "-c",
-                            "cat /data/in/given.txt; echo; echo x > /data/ro/new; echo x > "
-                            "/data/in/new; echo x > /usr/new; touch /new; true"},
+  RunResult r = MustRun(p,
+                        {"/bin/sh", "-c",
+                         "cat /data/in/given.txt; echo; echo x > /data/ro/new; echo x > "
+                         "/data/in/new; echo x > /usr/new; touch /new; true"},
                         std::nullopt);
   // (input_dir is passed through Run below; this run shows an empty input mount)
   EXPECT_THAT(r.stderr_stream.data, HasSubstr("/data/ro/new: Read-only file system"));
@@ -135,8 +155,8 @@ TEST_F(GvisorTest, ReadOnlyMountsRefuseWrites) {
   // gVisor checks permissions before the read-only flag: nobody gets EACCES on root-owned dirs.
   EXPECT_THAT(r.stderr_stream.data, HasSubstr("/usr/new: "));
   EXPECT_THAT(r.stderr_stream.data, HasSubstr("cannot touch '/new'"));
-  auto with_input = Run(p, {"/bin/sh", "-c", "cat /data/in/given.txt; echo x > /data/in/x"}, std::nullopt,
-                        nullptr, host.path());
+  auto with_input = Run(p, {"/bin/sh", "-c", "cat /data/in/given.txt; echo x > /data/in/x"},
+                        std::nullopt, nullptr, host.path());
   ASSERT_TRUE(with_input.ok()) << with_input.status().ToString();
   EXPECT_EQ(with_input->stdout_stream.data, "input data");
   EXPECT_THAT(with_input->stderr_stream.data, HasSubstr("Read-only file system"));
@@ -204,7 +224,9 @@ TEST_F(GvisorTest, OutputMountIsCollectedAfterTheRun) {
     ASSERT_EQ(fstatat(dirfd, "sub/deep.txt", &st, AT_SYMLINK_NOFOLLOW), 0);
     owner = st.st_uid;
   };
-  auto r = Run(p, {"/bin/sh", "-c", "echo 42 > /out/result.txt && mkdir /out/sub && echo d > /out/sub/deep.txt"},
+  auto r = Run(p,
+               {"/bin/sh", "-c",
+                "echo 42 > /out/result.txt && mkdir /out/sub && echo d > /out/sub/deep.txt"},
                std::nullopt, collect);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 0) << r->stderr_stream.data;
@@ -332,8 +354,8 @@ TEST_F(GvisorTest, CpuTimeCountsEveryThread) {
   p.limits.cpus = 2;
   p.limits.cpu_time_ns = 2'000'000'000;
   p.limits.wall_time_ns = 30'000'000'000;
-  RunResult r = MustRun(p, {"/bin/sh", "-c",
-                            "for i in 1 2 3 4; do (while :; do :; done) & done; wait"});
+  RunResult r =
+      MustRun(p, {"/bin/sh", "-c", "for i in 1 2 3 4; do (while :; do :; done) & done; wait"});
   EXPECT_EQ(r.limit, LimitHit::kCpuTime) << r.limit_detail;
   EXPECT_GE(r.cpu_ns, 2'000'000'000u);
   EXPECT_LT(r.wall_ns, 20'000'000'000u);
@@ -343,8 +365,8 @@ TEST_F(GvisorTest, CpusQuotaCapsTheRate) {
   plan::Plan p = BasePlan();
   p.limits.cpus = 1;
   p.limits.wall_time_ns = 3'000'000'000;
-  RunResult r = MustRun(p, {"/bin/sh", "-c",
-                            "for i in 1 2 3 4; do (while :; do :; done) & done; wait"});
+  RunResult r =
+      MustRun(p, {"/bin/sh", "-c", "for i in 1 2 3 4; do (while :; do :; done) & done; wait"});
   EXPECT_EQ(r.limit, LimitHit::kWallTime);
   double rate = static_cast<double>(r.cpu_ns) / static_cast<double>(r.wall_ns);
   EXPECT_LT(rate, 1.25) << "4 spinning processes used " << rate << " CPUs under a 1-CPU quota";
@@ -422,7 +444,9 @@ TEST_F(GvisorTest, FileSizeLimit) {
 TEST_F(GvisorTest, TmpfsSizeGivesEnospc) {
   plan::Plan p = BasePlan();
   p.mounts.back() = Tmpfs("/tmp", 1 << 20);
-  RunResult r = MustRun(p, {"/bin/sh", "-c", "head -c 3000000 /dev/zero > /tmp/big; echo rc=$?; df -k /tmp | tail -1"});
+  RunResult r = MustRun(
+      p,
+      {"/bin/sh", "-c", "head -c 3000000 /dev/zero > /tmp/big; echo rc=$?; df -k /tmp | tail -1"});
   EXPECT_THAT(r.stderr_stream.data, HasSubstr("No space left on device"));
   EXPECT_THAT(r.stdout_stream.data, HasSubstr("rc=1"));
   EXPECT_THAT(r.stdout_stream.data, HasSubstr(" 1024 "));
@@ -527,7 +551,8 @@ TEST_F(GvisorTest, MissingWorkingDirectoryIsCreatedByGvisor) {
   RunResult r = MustRun(p, {"/bin/pwd"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.stdout_stream.data, "/nonexistent\n");
-  RunResult again = MustRun(BasePlan(), {"/bin/sh", "-c", "test -e /nonexistent && echo kept || echo gone"});
+  RunResult again =
+      MustRun(BasePlan(), {"/bin/sh", "-c", "test -e /nonexistent && echo kept || echo gone"});
   EXPECT_EQ(again.stdout_stream.data, "gone\n");
 }
 
