@@ -465,9 +465,11 @@ Case F1() {
          "not present in the sandbox", 1};
   c.plan = [](CaseEnv& env) {
     std::string canary = Canary(env, "secret.txt", "host secret\n");
-    return std::vector<Invocation>{
-        Probe({"f1_host_secrets", canary, env.suite->audit_db(), env.suite->secret_file(),
-               env.suite->state_root(), env.suite->work() + "/host.sock"})};
+    std::vector<std::string> argv = {"f1_host_secrets",       canary,
+                                     env.suite->audit_db(),   env.suite->secret_file(),
+                                     env.suite->state_root(), env.suite->work() + "/host.sock"};
+    if (env.submit) argv.push_back(env.suite->work() + "/serve/safex.sock");  // the service's
+    return std::vector<Invocation>{Probe(argv)};
   };
   c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& r = rs[0];
@@ -759,11 +761,20 @@ Case F11() {
 // ---------------------------------------------------------------------------------------------
 // P: privileges and kernel surface
 
+// argv followed by the host pids a probe aims at: the suite's runner, its parent and, through
+// the service, the `safex serve` process.
+std::vector<std::string> WithSupervisorPids(std::vector<std::string> argv, CaseEnv& env) {
+  argv.push_back(std::to_string(env.suite->runner_pid()));
+  argv.push_back(std::to_string(getppid()));
+  if (env.submit && env.suite->serve_pid() > 0)
+    argv.push_back(std::to_string(env.suite->serve_pid()));
+  return argv;
+}
+
 Case P1() {
   Case c{"P1", "ptrace the supervisor or another run", "not visible / EPERM", 1};
   c.plan = [](CaseEnv& env) {
-    return std::vector<Invocation>{
-        Probe({"p1_ptrace", std::to_string(env.suite->runner_pid()), std::to_string(getppid())})};
+    return std::vector<Invocation>{Probe(WithSupervisorPids({"p1_ptrace"}, env))};
   };
   c.check = [](CaseEnv&, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& r = rs[0];
@@ -988,8 +999,11 @@ Case N4() {
          "unreachable", 2};
   c.plan = [](CaseEnv& env) {
     Suite* s = env.suite;
-    return std::vector<Invocation>{Probe(
-        {"n4_host_loopback", s->Endpoint("tcp_lo"), s->Endpoint("unix"), s->Endpoint("abstract")})};
+    std::vector<std::string> argv = {"n4_host_loopback", s->Endpoint("tcp_lo"), s->Endpoint("unix"),
+                                     s->Endpoint("abstract")};
+    // Through the service: its own socket too (the supervisor a run could talk to).
+    if (env.submit) argv.push_back("unix:" + s->work() + "/serve/safex.sock");
+    return std::vector<Invocation>{Probe(argv)};
   };
   c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& r = rs[0];
@@ -1009,22 +1023,29 @@ Case N5() {
   c.plan = [](CaseEnv& env) {
     std::string port = std::to_string(20000 + getpid() % 20000);
     std::string name = "safex-n5-" + std::to_string(getpid()) + "-" + env.backend;
-    Invocation listen = Probe({"n5_cross_run", "listen", port, name, "8"}, "listener, no network");
+    // The listener listens 20 s, the connector starts 2 s later and tries for 8 s: their windows
+    // overlap even when the two sandboxes take different times to start (a microVM boots under
+    // emulation); the check confirms it from the windows the probes report. base-untrusted's
+    // 30 s of wall time fits both.
+    Invocation listen = Probe({"n5_cross_run", "listen", port, name, "20"}, "listener, no network");
     Invocation connect =
-        Probe({"n5_cross_run", "connect", "tcp:127.0.0.1:" + port, "abstract:" + name, "4"},
+        Probe({"n5_cross_run", "connect", "tcp:127.0.0.1:" + port, "abstract:" + name, "8"},
               "connector, no network");
+    listen.policy = connect.policy = "base-untrusted";
     listen.group = connect.group = 1;
     connect.start_delay_ms = 2000;
     std::vector<Invocation> v = {listen, connect};
     if (env.suite->EgressUnavailable().empty()) {
       // Both granted egress: each gets its own namespace and link from the pool; the connector
       // tries the sandbox-side address of every slot, the listener's among them.
-      Invocation el = Probe({"n5_cross_run", "listen", port, name + "-e", "8"}, "listener, egress");
+      Invocation el =
+          Probe({"n5_cross_run", "listen", port, name + "-e", "20"}, "listener, egress");
       std::vector<std::string> argv = {"n5_cross_run", "connect"};
       for (const std::string& a : env.suite->PoolSandboxAddresses())
         argv.push_back("tcp:" + a + ":" + port);
-      argv.push_back("1");
+      argv.push_back("6");
       Invocation ec = Probe(argv, "connector, egress");
+      el.policy = ec.policy = "base-untrusted";
       el.policy_extra = ec.policy_extra = Suite::GrantEgressStatements();
       el.group = ec.group = 2;
       ec.start_delay_ms = 2000;
@@ -1047,6 +1068,14 @@ Case N5() {
       ExpectAllRefused(
           k, connector,
           {"ECONNREFUSED", "ENOENT", "ETIMEDOUT", "ENETUNREACH", "EHOSTUNREACH", "EPERM"});
+      // The two runs were there at the same time, or the case showed nothing.
+      int64_t l_from = listener.ObsInt("from"), l_until = listener.ObsInt("until");
+      int64_t c_from = connector.ObsInt("from"), c_until = connector.ObsInt("until");
+      k.Expect(l_from > 0 && c_from > 0 && c_from < l_until && c_until > l_from,
+               "the connector tried during [" + connector.Obs("from") + ", " +
+                   connector.Obs("until") + "], the listener listened during [" +
+                   listener.Obs("from") + ", " + listener.Obs("until") + "]: no overlap [" +
+                   listener.inv.label + "]");
     }
     std::string summary = "two runs at once, network denied: connector " + rs[1].ProbeResult() +
                           ", listener accepted 0";
@@ -1126,9 +1155,7 @@ Case S1() {
 Case S2() {
   Case c{"S2", "signal the supervisor", "not visible", 1};
   c.plan = [](CaseEnv& env) {
-    return std::vector<Invocation>{
-        Probe({"s2_signal_supervisor", std::to_string(env.suite->runner_pid()),
-               std::to_string(getppid())})};
+    return std::vector<Invocation>{Probe(WithSupervisorPids({"s2_signal_supervisor"}, env))};
   };
   c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& r = rs[0];
@@ -1305,6 +1332,15 @@ Case S7() {
     Invocation cgroups = refused("cgroups unwritable");
     cgroups.readonly_cgroups = true;
     v.push_back(cgroups);
+    // The backend absent from what the host offers (its operator switched it off): refused at
+    // plan time, never run on the backend the host does offer instead.
+    std::string other = env.backend == "gvisor" ? "microvm" : "gvisor";
+    std::string offered = env.dir + "/host-without-" + env.backend + ".policy";
+    WriteText(offered, "host {\n  backends = [" + other + "]\n}\n");
+    env.vars["other_backend"] = other;
+    Invocation off = refused("backend not offered by the host");
+    off.flags = {"--host-config", offered};
+    v.push_back(off);
     // An audit log in a place nobody can write: below a regular file.
     std::string blocker = env.dir + "/not-a-directory";
     WriteText(blocker, "");
@@ -1344,6 +1380,14 @@ Case S7() {
       }
       if (l == "cgroups unwritable") {
         k.Expect(r.Reason().find("cgroup") != std::string::npos, l + ": reason " + r.Reason());
+      }
+      if (l == "backend not offered by the host") {
+        std::string ran_on = r.report.is_object() ? r.report.value("backend", "") : "";
+        k.Expect(ran_on != env.vars["other_backend"], l + ": ran on " + ran_on + " instead");
+        std::string diag = r.report.is_object() ? r.report.value("diagnostics", "") : "";
+        k.Expect(diag.find("backend " + env.backend + " is not permitted") != std::string::npos,
+                 l + ": the diagnostics do not say that " + env.backend +
+                     " is not permitted: " + diag.substr(0, 200));
       }
       seen.push_back(l + (r.verdict() == "setup-error" ? " (setup-error)" : ""));
     }

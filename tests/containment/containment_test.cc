@@ -1,6 +1,8 @@
 // The containment suite as tests (label `containment`):
-//   Containment.EveryCaseOnEveryBackend    the whole catalogue on every backend, in parallel;
-//                                          writes containment.md (and docs/ with
+//   Containment.EveryCaseOnEveryBackend    the whole catalogue on every backend through `safex
+//                                          run`, and on gVisor through `safex submit` to a
+//                                          `safex serve` the suite starts, in parallel; writes
+//                                          containment.md (and docs/ with
 //                                          SAFEX_UPDATE_CONTAINMENT_DOC=1)
 //   ContainmentSelfTest.*                   probes run with no sandbox at all must see their own
 //                                          success, so the suite can fail

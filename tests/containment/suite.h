@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "common/subprocess.h"
 #include "tests/containment/host_listeners.h"
 #include "tests/containment/process_runner.h"
 
@@ -39,6 +40,17 @@ namespace safex::containment {
 
 // Every backend gets a column; one that this build or host cannot run says so in it.
 inline const std::vector<std::string> kBackends = {"gvisor", "microvm"};
+
+// A column of the table: a backend, reached through `safex run`, or through `safex submit` to a
+// `safex serve` the suite runs (the cases whose runs the service can take: no output directory,
+// no `safex run` flags, no egress).
+struct Column {
+  std::string name;
+  std::string backend;
+  bool submit = false;
+};
+inline const std::vector<Column> kColumns = {
+    {"gvisor", "gvisor", false}, {"microvm", "microvm", false}, {"gvisor, submit", "gvisor", true}};
 
 // One `safex run` of a case.
 struct Invocation {
@@ -54,6 +66,9 @@ struct Invocation {
   bool expect_probe_line = true;            // the probe's JSON line must be in stdout
   int group = 0;                            // same non-zero group: started together
   int start_delay_ms = 0;                   // delay within its group
+
+  // Why `safex submit` cannot make this run ("" when it can).
+  std::string SubmitUnsupported() const;
 };
 
 // What one invocation produced.
@@ -107,6 +122,7 @@ struct CaseEnv {
   std::string backend;
   std::string dir;  // host directory of this case on this backend (canaries, input, output)
   std::map<std::string, std::string> vars;
+  bool submit = false;  // through `safex submit` to the suite's `safex serve`
 };
 
 struct Case {
@@ -128,7 +144,8 @@ enum class CellState {
   kNotContained,
   kRefusedAtPlan,
   kBackendNotAvailable,
-  kNotYetRunnable
+  kNotYetRunnable,
+  kNotThroughSubmit,  // the submit column: a run the service cannot take (the cell says why)
 };
 const char* CellStateName(CellState s);
 
@@ -201,6 +218,8 @@ class Suite {
   int Hits(const std::string& spec) const { return listeners_->Hits(spec); }
   int sigusr1_count() const;
   pid_t runner_pid() const { return getpid(); }
+  // The `safex serve` process runs of the submit column go through (-1 when none).
+  pid_t serve_pid() const { return serve_ ? serve_->pid() : -1; }
   // Whether `safex run` grants egress on this build: "" when it does, else why not.
   std::string EgressUnavailable();
   // The environment variable names a wrapper policy's plan sets (from `safex compile`).
@@ -211,7 +230,10 @@ class Suite {
 
  private:
   RunRecord Execute(const Invocation& inv, CaseEnv& env);
-  void RunCase(const Case& c, const std::string& backend);
+  void RunCase(const Case& c, const Column& column);
+  // `safex serve` for the submit column: started in SetUp, stopped (drained) in CheckHost.
+  std::string StartServe();
+  void StopServe();
   void CommonChecks(const RunRecord& r, const std::string& backend, Check& check) const;
   // Whether a machine-wide leak line names only other processes' runs (other tests on a shared
   // machine), so that it can be told apart from the suite's own.
@@ -226,6 +248,13 @@ class Suite {
   std::map<std::string, std::string> endpoints_;
   std::unique_ptr<testing::net::World> world_;  // the suite's "outside world" and uplink
   std::string host_config_;                     // --host-config of every run
+  // The suite's `safex serve` (the submit column): its directory, socket, policy directory
+  // (the wrapper policies and the examples they extend), state directory and why it is not
+  // there ("" when it is).
+  std::optional<Subprocess> serve_;
+  std::string serve_dir_, serve_socket_, serve_policies_, serve_state_, serve_error_;
+  int serve_exit_ = -1;
+  uint64_t serve_peak_rss_kib_ = 0;
   std::vector<Case> cases_;
   std::map<std::string, BackendStatus> backends_;
   std::map<std::string, std::map<std::string, Cell>> cells_;

@@ -3,6 +3,8 @@
 //                                           and abstract NAME; counts connections for SECONDS
 //   n5_cross_run connect ENDPOINT... SECONDS  keeps trying to reach each endpoint for SECONDS
 // Contained: the listener accepts nothing, the connector reaches nothing (one namespace per run).
+// Both report the wall-clock window (from, until: seconds since the epoch) in which they listened
+// or tried, so that the runner can tell that the two windows overlapped.
 #include <time.h>
 
 #include "probe_net.h"
@@ -34,7 +36,8 @@ int main(int argc, char** argv) {
     probe_bool(&p, "tcp_listening", fds[0] >= 0);
     probe_bool(&p, "abstract_listening", fds[1] >= 0);
     int accepted = 0;
-    time_t end = time(NULL) + seconds;
+    time_t start = time(NULL), end = start + seconds;
+    probe_int(&p, "from", (long long)start);
     while (time(NULL) < end) {
       struct pollfd pfds[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
       if (poll(pfds, 2, 200) > 0) {
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    probe_int(&p, "until", (long long)time(NULL));
     probe_int(&p, "accepted", accepted);
     if (accepted > 0) probe_escaped(&p);
     char result[64];
@@ -57,7 +61,8 @@ int main(int argc, char** argv) {
   }
   if (strcmp(argv[1], "connect") == 0) {
     char errs[256] = "";
-    time_t end = time(NULL) + seconds;
+    time_t start = time(NULL), end = start + seconds;
+    probe_int(&p, "from", (long long)start);
     int last[64] = {0};
     int n = argc - 3 < 64 ? argc - 3 : 64;
     do {
@@ -67,6 +72,7 @@ int main(int argc, char** argv) {
       }
       usleep(200 * 1000);
     } while (time(NULL) < end && !p.escaped);
+    probe_int(&p, "until", (long long)time(NULL));
     for (int i = 0; i < n; ++i) {
       probe_err(&p, argv[2 + i], last[i]);
       probe_errset_add(errs, sizeof errs, last[i]);
