@@ -45,20 +45,21 @@ WANTED_MODULES=(virtio_mmio virtio_console virtio_blk erofs virtio_net)
 pack() {
   local agent=$1 mods=$2 out=$3 stage
   stage=$(mktemp -d /tmp/safex-initramfs.XXXXXX)
-  trap 'rm -rf "$stage"' RETURN
+  trap 'rm -rf "$stage" "$stage.cpio"' RETURN
   mkdir -p "$stage"/{dev,proc,sys,lib/modules/safex}
   install -m 0755 -s "$agent" "$stage/init"
   install -m 0644 "$mods"/*.ko "$mods/load.order" "$stage/lib/modules/safex/"
   # Fixed timestamps and sorted names: the same inputs give the same bytes.
   find "$stage" -exec touch -h -d @0 {} +
+  # Packed outside the destination directory: an unchanged result must not touch it (a changed
+  # directory under /usr invalidates the microVM rootfs image of /usr, docs/microvm.md).
   (cd "$stage" && find . -mindepth 1 | LC_ALL=C sort |
-     cpio --quiet -o -H newc --owner 0:0 --reproducible) >"$out.tmp.$$"
-  if [[ -f "$out" ]] && cmp -s "$out" "$out.tmp.$$"; then
-    rm -f "$out.tmp.$$"
-  else
-    chmod 0644 "$out.tmp.$$"
+     cpio --quiet -o -H newc --owner 0:0 --reproducible) >"$stage.cpio"
+  if ! { [[ -f "$out" ]] && cmp -s "$out" "$stage.cpio"; }; then
+    install -m 0644 "$stage.cpio" "$out.tmp.$$"
     mv -f "$out.tmp.$$" "$out"
   fi
+  rm -f "$stage.cpio"
 }
 
 if [[ "$mode" == pack ]]; then
@@ -99,7 +100,8 @@ if [[ -z "$kpkg" ]]; then
 fi
 kver_pkg=$(apt-cache policy "$kpkg" | awk '/Candidate:/ {print $2}')
 mkdir -p "$guest_dir"
-chmod 0755 "$guest_dir"
+# chmod changes the ctime even when the mode is already right (see pack).
+[[ $(stat -c %a "$guest_dir") == 755 ]] || chmod 0755 "$guest_dir"
 if [[ ! -f "$guest_dir/kernel.stamp" ]] || [[ "$(cat "$guest_dir/kernel.stamp")" != "$kpkg $kver_pkg" ]]; then
   echo "build-guest: fetching $kpkg ($kver_pkg)"
   tmp=$(mktemp -d /tmp/safex-guest.XXXXXX)
@@ -156,11 +158,18 @@ cmake -S "$here" -B "$here/build-guest" -DCMAKE_BUILD_TYPE=Release -DSAFEX_TESTS
 cmake --build "$here/build-guest" -j2 --target safex-guest-agent >/dev/null
 pack "$here/build-guest/guest/safex-guest-agent" "$guest_dir/modules" "$guest_dir/initramfs.cpio"
 
+manifest=$(mktemp /tmp/safex-guest-manifest.XXXXXX)
 {
   echo "kernel_package=$kpkg"
   echo "kernel_version=$kver_pkg"
   echo "kernel_release=$(cat "$guest_dir/kernel.release")"
   (cd "$guest_dir" && sha256sum vmlinuz initramfs.cpio modules/*.ko modules/load.order)
-} >"$guest_dir/MANIFEST.tmp"
-mv -f "$guest_dir/MANIFEST.tmp" "$guest_dir/MANIFEST"
+} >"$manifest"
+# Unchanged files are left alone: anything changed under /usr invalidates the microVM rootfs
+# image of /usr (a rebuild of several GB, docs/microvm.md).
+if ! cmp -s "$manifest" "$guest_dir/MANIFEST"; then
+  install -m 0644 "$manifest" "$guest_dir/MANIFEST.tmp"
+  mv -f "$guest_dir/MANIFEST.tmp" "$guest_dir/MANIFEST"
+fi
+rm -f "$manifest"
 echo "build-guest: ok ($guest_dir: $(cat "$guest_dir/kernel.release"), initramfs $(stat -c %s "$guest_dir/initramfs.cpio") bytes)"
