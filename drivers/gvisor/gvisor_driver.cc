@@ -23,6 +23,7 @@
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/run_dir.h"
 #include "drivers/gvisor/runsc.h"
+#include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
 
 namespace safex::drivers {
@@ -309,16 +310,26 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   if (!S_ISREG(st.st_mode) || access(runsc.c_str(), X_OK) != 0) {
     return Status::Unavailable("gvisor: " + runsc + " is not an executable file");
   }
-  auto ver = RunTool({runsc, "--version"}, std::chrono::milliseconds(10000));
-  if (!ver.ok()) return Status::Unavailable("gvisor: cannot run " + runsc + ": " + ver.status().message());
-  if (ver->timed_out || !ver->status.exited || ver->status.code != 0) {
-    return Status::Unavailable("gvisor: `" + runsc + " --version` failed: " + LastLine(ver->output));
+  // `runsc --version` is a Go process start per run; the answer is cached per binary identity.
+  const std::string version_cache = options_.state_root + "/runsc-version";
+  std::optional<std::string> version_output = gvisor::ReadRunscVersionCache(version_cache, st);
+  const bool version_fresh = !version_output.has_value();
+  if (version_fresh) {
+    auto ver = RunTool({runsc, "--version"}, std::chrono::milliseconds(10000));
+    if (!ver.ok()) {
+      return Status::Unavailable("gvisor: cannot run " + runsc + ": " + ver.status().message());
+    }
+    if (ver->timed_out || !ver->status.exited || ver->status.code != 0) {
+      return Status::Unavailable("gvisor: `" + runsc +
+                                 " --version` failed: " + LastLine(ver->output));
+    }
+    version_output = ver->output;
   }
-  std::string version = gvisor::RunscVersionString(ver->output);
+  std::string version = gvisor::RunscVersionString(*version_output);
   std::optional<int> date = gvisor::RunscReleaseDate(version);
   if (!date) {
     return Status::Unavailable("gvisor: cannot tell the version of " + runsc + " from '" +
-                               LastLine(ver->output) + "'");
+                               LastLine(*version_output) + "'");
   }
   if (*date < options_.min_runsc_date) {
     return Status::Unavailable("gvisor: runsc " + version + " is too old (need a release " +
@@ -341,6 +352,8 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   }
   Status rm = probe_dir->Remove();
   if (!rm.ok()) return Status::Unavailable("gvisor: state root: " + rm.message());
+  // Only a version that passed every check above is cached (the state root now exists).
+  if (version_fresh) gvisor::WriteRunscVersionCache(version_cache, st, *version_output);
 
   ready_ = r;
   return r;
@@ -353,8 +366,10 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
                                    std::string(plan::BackendName(plan.backend)));
   }
   if (!ValidRunId(req.run_id)) {
-    return Status::InvalidArgument("run id must be 1-64 of [a-z0-9-] starting with a letter or "
-                                   "digit: '" + req.run_id + "'");
+    return Status::InvalidArgument(
+        "run id must be 1-64 of [a-z0-9-] starting with a letter or "
+        "digit: '" +
+        req.run_id + "'");
   }
   if (req.argv.empty() || req.argv[0].empty()) return Status::InvalidArgument("argv is empty");
   const plan::Limits& lim = plan.limits;
@@ -364,12 +379,14 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   }
   const std::string& platform = plan.gvisor.platform;
   if (platform != "systrap" && platform != "ptrace") {
-    return Status::InvalidArgument("gvisor platform must be systrap or ptrace, not '" + platform + "'");
+    return Status::InvalidArgument("gvisor platform must be systrap or ptrace, not '" + platform +
+                                   "'");
   }
   bool wants_network = !plan.network.egress.empty();
   if (wants_network && !options_.network_provider) {
-    return Status::Unavailable("gvisor: the plan grants egress but no network provider is "
-                               "configured; refusing rather than running without the egress rules");
+    return Status::Unavailable(
+        "gvisor: the plan grants egress but no network provider is "
+        "configured; refusing rather than running without the egress rules");
   }
   SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
   gvisor::SeccompOptions seccomp_opts;  // errnoRet not honoured by runsc 20240729
@@ -384,8 +401,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   // ---- 1. The run's private directory, its fresh root and its output tmpfs mounts.
   SAFEX_ASSIGN_OR_RETURN(s.dir, PrivateDir::Create(options_.state_root, req.run_id));
   const std::string base = s.dir.path();
-  s.owner_lock.Reset(open((base + "/owner.lock").c_str(),
-                          O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
+  s.owner_lock.Reset(
+      open((base + "/owner.lock").c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!s.owner_lock || flock(s.owner_lock.get(), LOCK_EX | LOCK_NB) != 0) {
     return Status::Errno("lock", base + "/owner.lock", errno);
   }
@@ -420,11 +437,13 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
         } else {
           // No input given: the mount point shows an empty read-only directory.
           sources[i] = base + "/input-empty";
-          if (access(sources[i].c_str(), F_OK) != 0) SAFEX_RETURN_IF_ERROR(MakeDir(sources[i], 0755));
+          if (access(sources[i].c_str(), F_OK) != 0)
+            SAFEX_RETURN_IF_ERROR(MakeDir(sources[i], 0755));
         }
         break;
       case plan::MountKind::kOutput: {
-        if (m.size_bytes == 0) return Status::InvalidArgument("output mount without a size: " + m.target);
+        if (m.size_bytes == 0)
+          return Status::InvalidArgument("output mount without a size: " + m.target);
         if (s.outputs.empty()) SAFEX_RETURN_IF_ERROR(MakeDir(base + "/out", 0700));
         std::string dir = base + "/out/" + std::to_string(s.outputs.size());
         SAFEX_RETURN_IF_ERROR(MakeDir(dir, 0700));
@@ -487,7 +506,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
   SAFEX_ASSIGN_OR_RETURN(Pipe log_pipe, MakePipe());
   SAFEX_ASSIGN_OR_RETURN(Pipe diag_pipe, MakePipe());
-  for (int fd : {out_pipe.read.get(), err_pipe.read.get(), log_pipe.read.get(), diag_pipe.read.get()}) {
+  for (int fd :
+       {out_pipe.read.get(), err_pipe.read.get(), log_pipe.read.get(), diag_pipe.read.get()}) {
     SAFEX_RETURN_IF_ERROR(SetNonBlocking(fd));
   }
 
@@ -575,7 +595,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
       } else if (which == 2) {
         scanner.Feed(std::string_view(buf.data(), static_cast<size_t>(n)));
       } else if (diag.size() < options_.diagnostics_cap) {
-        diag.append(buf.data(), std::min(static_cast<size_t>(n), options_.diagnostics_cap - diag.size()));
+        diag.append(buf.data(),
+                    std::min(static_cast<size_t>(n), options_.diagnostics_cap - diag.size()));
       }
     }
   };
@@ -588,13 +609,15 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   auto check_accounting = [&]() {
     auto cpu = s.cg.CpuUsageNs();
     if (cpu.ok() && *cpu >= lim.cpu_time_ns) {
-      stop(LimitHit::kCpuTime, "CPU time " + std::to_string(*cpu / 1000000) + " ms reached the limit of " +
+      stop(LimitHit::kCpuTime, "CPU time " + std::to_string(*cpu / 1000000) +
+                                   " ms reached the limit of " +
                                    std::to_string(lim.cpu_time_ns / 1000000) + " ms");
       return;
     }
     auto oom = s.cg.OomKills();
     if (oom.ok() && *oom > 0) {
-      stop(LimitHit::kMemory, "OOM-killed at the memory limit of " + std::to_string(lim.memory_bytes) +
+      stop(LimitHit::kMemory, "OOM-killed at the memory limit of " +
+                                  std::to_string(lim.memory_bytes) +
                                   " bytes (cgroup oom_kill = " + std::to_string(*oom) + ")");
     }
   };
@@ -648,8 +671,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
     }
     now = Clock::now();
     if (!reason && now >= deadline) {
-      stop(LimitHit::kWallTime, "wall time limit of " + std::to_string(lim.wall_time_ns / 1000000) +
-                                    " ms reached");
+      stop(LimitHit::kWallTime,
+           "wall time limit of " + std::to_string(lim.wall_time_ns / 1000000) + " ms reached");
     }
     if (!reason && now >= next_poll) {
       check_accounting();
@@ -684,7 +707,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   scanner.Finish();
   if (!reason && capture.exceeded()) {
     reason = LimitHit::kOutput;
-    detail = "stdout + stderr exceeded the output limit of " + std::to_string(lim.output_bytes) + " bytes";
+    detail = "stdout + stderr exceeded the output limit of " + std::to_string(lim.output_bytes) +
+             " bytes";
   }
 
   // ---- 8. What happened.
@@ -721,7 +745,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
       }
     } else {
       std::string err = LastLine(diag);
-      bool load_failed = rs.exited && rs.code == 128 && err.find("failed to load") != std::string::npos;
+      bool load_failed =
+          rs.exited && rs.code == 128 && err.find("failed to load") != std::string::npos;
       if (load_failed && err.find("no such file or directory") != std::string::npos) {
         result.exit_code = 127;  // the program was not found inside the sandbox
         result.backend_error = err;
@@ -738,13 +763,15 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
         return Status::Internal(msg);
       } else {
         result.backend_error = "sandbox ended abnormally (runsc exit " +
-                               std::to_string(rs.ShellCode()) + ")" + (err.empty() ? "" : ": " + err);
+                               std::to_string(rs.ShellCode()) + ")" +
+                               (err.empty() ? "" : ": " + err);
         if (!rs.exited) result.term_signal = rs.signal;
       }
     }
     if (oom_kills > 0) {
       result.limit = LimitHit::kMemory;
-      result.limit_detail = "OOM-killed at the memory limit of " + std::to_string(lim.memory_bytes) +
+      result.limit_detail = "OOM-killed at the memory limit of " +
+                            std::to_string(lim.memory_bytes) +
                             " bytes (cgroup oom_kill = " + std::to_string(oom_kills) + ")";
       result.exit_code = -1;
       result.term_signal = SIGKILL;
@@ -757,20 +784,21 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
       // program coped (EAGAIN from fork inside gVisor means RLIMIT_NPROC; see notes).
       result.limit = LimitHit::kPids;
       bool failed = result.exit_code != 0 || result.term_signal != 0;
-      result.limit_detail = "fork/clone failed with EAGAIN " + std::to_string(result.fork_failures) +
+      result.limit_detail = "fork/clone failed with EAGAIN " +
+                            std::to_string(result.fork_failures) +
                             " times at pids = " + std::to_string(lim.pids) +
                             (failed ? "" : " (the program then exited normally)");
     } else if (result.term_signal == SIGXFSZ) {
       result.limit = LimitHit::kDisk;
-      result.limit_detail = "file size limit (RLIMIT_FSIZE = " + std::to_string(lim.disk_bytes) +
-                            " bytes) exceeded";
+      result.limit_detail =
+          "file size limit (RLIMIT_FSIZE = " + std::to_string(lim.disk_bytes) + " bytes) exceeded";
     } else if (result.exit_code != 0 || result.term_signal != 0) {
       for (size_t i = 0; i < s.outputs.size(); ++i) {
         if (s.outputs[i].Full()) {
           result.limit = LimitHit::kDisk;
-          result.limit_detail = "output mount " + plan.mounts[s.output_mount_idx[i]].target +
-                                " is full (" + std::to_string(plan.mounts[s.output_mount_idx[i]].size_bytes) +
-                                " bytes)";
+          result.limit_detail =
+              "output mount " + plan.mounts[s.output_mount_idx[i]].target + " is full (" +
+              std::to_string(plan.mounts[s.output_mount_idx[i]].size_bytes) + " bytes)";
           break;
         }
       }

@@ -1,17 +1,18 @@
 // Pure parts of the gVisor driver: the OCI spec built from a plan, the seccomp mapping, the
 // debug-log scanner, runsc version parsing, and the generated rootfs. Unprivileged.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/run_dir.h"
 #include "drivers/gvisor/runsc.h"
+#include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
 #include "tests/drivers/test_plans.h"
 
@@ -28,10 +29,18 @@ OciLayout LayoutFor(const plan::Plan& p) {
   l.cgroups_path = "/safex/r1";
   for (const plan::Mount& m : p.mounts) {
     switch (m.kind) {
-      case plan::MountKind::kBind: l.mount_sources.push_back(m.source); break;
-      case plan::MountKind::kTmpfs: l.mount_sources.push_back(""); break;
-      case plan::MountKind::kInput: l.mount_sources.push_back("/run/safex/r1/input-empty"); break;
-      case plan::MountKind::kOutput: l.mount_sources.push_back("/run/safex/r1/out/0"); break;
+      case plan::MountKind::kBind:
+        l.mount_sources.push_back(m.source);
+        break;
+      case plan::MountKind::kTmpfs:
+        l.mount_sources.push_back("");
+        break;
+      case plan::MountKind::kInput:
+        l.mount_sources.push_back("/run/safex/r1/input-empty");
+        break;
+      case plan::MountKind::kOutput:
+        l.mount_sources.push_back("/run/safex/r1/out/0");
+        break;
     }
   }
   l.pids_backstop = 1024;
@@ -126,7 +135,8 @@ TEST(SeccompMappingTest, ErrnoKillAndLogRules) {
   EXPECT_EQ(f["defaultAction"], "SCMP_ACT_ALLOW");
   EXPECT_EQ(f["architectures"], json({"SCMP_ARCH_X86_64"}));
   ASSERT_EQ(f["syscalls"].size(), 2u);  // the log rule is an allow: same as the default
-  EXPECT_EQ(f["syscalls"][0], json({{"names", {"mkdir"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1}}));
+  EXPECT_EQ(f["syscalls"][0],
+            json({{"names", {"mkdir"}}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", 1}}));
   EXPECT_EQ(f["syscalls"][1], json({{"names", {"ptrace"}}, {"action", "SCMP_ACT_KILL"}}));
   LoggedSyscalls logged = SyscallsToLog(s);
   EXPECT_FALSE(logged.all);
@@ -179,12 +189,16 @@ TEST(SandboxLogScannerTest, ReadsExitForkFailuresAndLoggedCalls) {
       "I1129 22:35:26.0 1 main.go:199] Args: [runsc-sandbox ...]\n"
       "I1129 22:35:26.1 9 kernel.go:1043] EXEC: [/bin/sh -c x]\n"
       "I1129 22:35:26.3 9 strace.go:573] [   1:   1] python3 E clone(CLONE_CHILD_CLEARTID, 0x0)\n"
-      "I1129 22:35:26.3 9 strace.go:611] [   1:   1] python3 X clone(CLONE_CHILD_CLEARTID, 0x0) = 2 (0x2) (1.3ms)\n"
-      "I1129 22:35:26.9 9 strace.go:611] [   1:   1] python3 X clone(CLONE_CHILD_CLEARTID, 0x0) = 0 (0x0) errno=11 (try again) (858.1µs)\n"
-      "I1129 22:35:26.9 9 strace.go:611] [   3:   3] a X b X vfork() = 0 (0x0) errno=11 (try again) (1µs)\n"
+      "I1129 22:35:26.3 9 strace.go:611] [   1:   1] python3 X clone(CLONE_CHILD_CLEARTID, 0x0) = "
+      "2 (0x2) (1.3ms)\n"
+      "I1129 22:35:26.9 9 strace.go:611] [   1:   1] python3 X clone(CLONE_CHILD_CLEARTID, 0x0) = "
+      "0 (0x0) errno=11 (try again) (858.1µs)\n"
+      "I1129 22:35:26.9 9 strace.go:611] [   3:   3] a X b X vfork() = 0 (0x0) errno=11 (try "
+      "again) (1µs)\n"
       "I1129 22:35:26.9 9 strace.go:573] [   1:   1] sh E uname(0x7ffe)\n"
       "I1129 22:35:26.9 9 strace.go:611] [   1:   1] sh X uname(0x7ffe) = 0 (0x0) (3µs)\n"
-      "I1129 22:35:26.9 9 strace.go:611] [   1:   1] sh X read(0x3) = 0 (0x0) errno=11 (try again) (3µs)\n"
+      "I1129 22:35:26.9 9 strace.go:611] [   1:   1] sh X read(0x3) = 0 (0x0) errno=11 (try again) "
+      "(3µs)\n"
       "I1129 22:35:26.96 9 boot.go:534] application exiting with exit status 3\n";
   // Fed in awkward pieces to exercise line reassembly.
   for (size_t i = 0; i < log.size(); i += 7) sc.Feed(std::string_view(log).substr(i, 7));
@@ -222,6 +236,49 @@ TEST(RunscVersionTest, Parses) {
   EXPECT_EQ(RunscVersionString("garbage"), "");
 }
 
+TEST(RunscVersionCacheTest, HitOnlyForTheSameBinaryAndATrustworthyFile) {
+  char tmpl[] = "/tmp/sxtest-rvc-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string bin = dir + "/runsc";
+  const std::string cache = dir + "/runsc-version";
+  std::ofstream(bin) << "binary one";
+  struct stat st;
+  ASSERT_EQ(stat(bin.c_str(), &st), 0);
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st).has_value()) << "no cache yet";
+  WriteRunscVersionCache(cache, st, "runsc version 0.0~20240729.0\n");
+  EXPECT_EQ(ReadRunscVersionCache(cache, st), "runsc version 0.0~20240729.0\n");
+  struct stat cs;
+  ASSERT_EQ(stat(cache.c_str(), &cs), 0);
+  EXPECT_EQ(cs.st_mode & 0777, 0600u);
+
+  // The binary rewritten (size and times change): a miss.
+  std::ofstream(bin) << "binary two, longer";
+  struct stat st2;
+  ASSERT_EQ(stat(bin.c_str(), &st2), 0);
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  // chmod alone changes ctime: a miss.
+  WriteRunscVersionCache(cache, st2, "v2\n");
+  ASSERT_EQ(chmod(bin.c_str(), 0700), 0);
+  struct stat st3;
+  ASSERT_EQ(stat(bin.c_str(), &st3), 0);
+  if (st3.st_ctim.tv_sec != st2.st_ctim.tv_sec || st3.st_ctim.tv_nsec != st2.st_ctim.tv_nsec) {
+    EXPECT_FALSE(ReadRunscVersionCache(cache, st3).has_value());
+  }
+  EXPECT_EQ(ReadRunscVersionCache(cache, st2), "v2\n");
+  // A cache file others can write is not believed; nor is a symlink or garbage.
+  ASSERT_EQ(chmod(cache.c_str(), 0666), 0);
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  ASSERT_EQ(unlink(cache.c_str()), 0);
+  ASSERT_EQ(symlink(bin.c_str(), cache.c_str()), 0);
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  ASSERT_EQ(unlink(cache.c_str()), 0);
+  std::ofstream(cache) << "not a cache\n";
+  ASSERT_EQ(chmod(cache.c_str(), 0600), 0);
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  std::filesystem::remove_all(dir);
+}
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -238,7 +295,8 @@ TEST(RootfsTest, FreshRootHasOnlyMountPointsAndAMinimalEtc) {
   std::vector<std::string> sources = {"/usr", "/lib", "/lib64", "/bin", "", "/x", "/etc/hostname"};
   ASSERT_TRUE(PrepareRootfs(root, p, sources, "").ok());
   struct stat st;
-  for (const char* d : {"/proc", "/dev", "/sys", "/usr", "/lib", "/lib64", "/bin", "/tmp", "/data/out"}) {
+  for (const char* d :
+       {"/proc", "/dev", "/sys", "/usr", "/lib", "/lib64", "/bin", "/tmp", "/data/out"}) {
     ASSERT_EQ(lstat((root + d).c_str(), &st), 0) << d;
     EXPECT_TRUE(S_ISDIR(st.st_mode)) << d;
   }

@@ -72,7 +72,8 @@ std::map<pid_t, ProcInfo> Processes() {
     pid_t pid = std::stoi(name);
     std::string stat = ReadSmall("/proc/" + name + "/stat");
     size_t open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size()) continue;
+    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size())
+      continue;
     ProcInfo p;
     p.comm = stat.substr(open + 1, close - open - 1);
     p.state = stat[close + 2];
@@ -147,7 +148,8 @@ void AddCgroups(const LeakCheckOptions& o, std::set<std::string>* items) {
 
 void AddNetns(std::set<std::string>* items) {
   for (const char* dir : {"/run/netns", "/var/run/netns"}) {
-    for (const std::string& n : ListDir(dir)) items->insert(std::string("netns pin: ") + dir + "/" + n);
+    for (const std::string& n : ListDir(dir))
+      items->insert(std::string("netns pin: ") + dir + "/" + n);
   }
   std::set<std::string> inodes;
   for (const std::string& name : ListDir("/proc")) {
@@ -224,9 +226,15 @@ void AddMounts(const LeakCheckOptions& o, std::set<std::string>* items) {
 }
 
 void AddState(const LeakCheckOptions& o, std::set<std::string>* items) {
-  for (const std::string& n : ListDir(o.state_root)) items->insert("state: " + o.state_root + "/" + n);
+  for (const std::string& n : ListDir(o.state_root)) {
+    // The gVisor driver's cache of `runsc --version` is persistent by design
+    // (runsc_version_cache.h).
+    if (n == "runsc-version") continue;
+    items->insert("state: " + o.state_root + "/" + n);
+  }
   for (const std::string& n : ListDir("/run/runsc")) items->insert("state: /run/runsc/" + n);
-  for (const std::string& n : ListDir("/var/run/runsc")) items->insert("state: /var/run/runsc/" + n);
+  for (const std::string& n : ListDir("/var/run/runsc"))
+    items->insert("state: /var/run/runsc/" + n);
   for (const std::string& n : ListDir("/tmp")) {
     if (n.rfind("safex-", 0) == 0) items->insert("tmp: /tmp/" + n);
   }
@@ -257,7 +265,8 @@ std::vector<std::string> Diff(const LeakSnapshot& before, const LeakSnapshot& af
   return out;
 }
 
-std::vector<std::string> WaitForNoLeaks(const LeakSnapshot& before, std::chrono::milliseconds settle,
+std::vector<std::string> WaitForNoLeaks(const LeakSnapshot& before,
+                                        std::chrono::milliseconds settle,
                                         const LeakCheckOptions& options) {
   auto until = std::chrono::steady_clock::now() + settle;
   for (;;) {
@@ -272,8 +281,8 @@ std::vector<std::string> ResourcesNamingRun(const std::string& run_id,
   std::vector<std::string> out;
   if (run_id.empty()) return out;
   std::vector<std::string> found;
-  for (const std::string& root :
-       {options.state_root, std::string("/run/safex"), std::string("/var/lib/safex/microvm/runs")}) {
+  for (const std::string& root : {options.state_root, std::string("/run/safex"),
+                                  std::string("/var/lib/safex/microvm/runs")}) {
     FindNamed(root, run_id, 2, &found);
   }
   for (const std::string& f : found) out.push_back("state: " + f);
@@ -295,7 +304,8 @@ std::vector<std::string> ResourcesNamingRun(const std::string& run_id,
   std::string short_id = Sha256Hex(run_id).substr(0, 12);
   for (const char* dir : {"/run/netns", "/var/run/netns"}) {
     for (const std::string& n : ListDir(dir)) {
-      if (n.find(run_id) != std::string::npos) out.push_back(std::string("netns pin: ") + dir + "/" + n);
+      if (n.find(run_id) != std::string::npos)
+        out.push_back(std::string("netns pin: ") + dir + "/" + n);
     }
   }
   for (const std::string& n : ListDir("/sys/devices/virtual/net")) {
