@@ -148,6 +148,10 @@ void ExpectSupervisorBounded(Check& c, const RunRecord& r) {
                std::to_string(kSupervisorRssKib >> 10) + " MiB)");
 }
 
+// The `safex` process whose memory a run's record measured: `safex run` itself, or the
+// `safex submit` client (the service's own peak is checked with the host, Suite::CheckHost).
+std::string SupervisorName(const CaseEnv& env) { return env.submit ? "safex submit" : "safex"; }
+
 // A host canary in the case's directory: created now, checked later.
 std::string Canary(CaseEnv& env, const std::string& name, const std::string& content) {
   std::string p = env.dir + "/" + name;
@@ -225,7 +229,7 @@ Case R2() {
         Roomy(Probe({"r2_memory_bomb", "heap"}, "heap"), kR2Memory),
         Roomy(Probe({"r2_memory_bomb", "fill", "/tmp", "/dev/shm"}, "fill"), kMemory)};
   };
-  c.check = [](CaseEnv&, const std::vector<RunRecord>& rs, Check& k) {
+  c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& heap = rs[0];
     ExpectVerdict(k, heap, "memory-limit", 137);
     k.Expect(Fired(heap, "memory"), "limits_fired does not name memory");
@@ -242,7 +246,7 @@ Case R2() {
         In(fill.Obs("/dev/shm_errno"), {"ENOSPC", "EFBIG", "EACCES", "ENOENT", "EROFS"}) &&
             static_cast<uint64_t>(fill.ObsInt("/dev/shm_mib")) <= kTmpfs / kMiB,
         "/dev/shm took " + fill.Obs("/dev/shm_mib") + " MiB, then " + fill.Obs("/dev/shm_errno"));
-    k.Summary("killed at " + Mib(peak) + " (memory-limit, 137), safex " +
+    k.Summary("killed at " + Mib(peak) + " (memory-limit, 137), " + SupervisorName(env) + " " +
               std::to_string(heap.proc.peak_rss_kib >> 10) + " MiB; " + fill.ProbeResult());
   };
   return c;
@@ -345,7 +349,7 @@ Case R5() {
     inv.expect_probe_line = false;  // rejected with the flood
     return std::vector<Invocation>{inv};
   };
-  c.check = [](CaseEnv&, const std::vector<RunRecord>& rs, Check& k) {
+  c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
     const RunRecord& r = rs[0];
     ExpectVerdict(k, r, "output-limit", 123);
     uint64_t captured = 0;
@@ -359,8 +363,8 @@ Case R5() {
     k.Expect(captured <= kMiB, "captured " + std::to_string(captured) + " bytes (output = 1 MiB)");
     ExpectSupervisorBounded(k, r);
     k.Summary("stopped at the 1 MiB output limit (captured " + std::to_string(captured) +
-              " bytes, truncated); safex peak " + std::to_string(r.proc.peak_rss_kib >> 10) +
-              " MiB");
+              " bytes, truncated); " + SupervisorName(env) + " peak " +
+              std::to_string(r.proc.peak_rss_kib >> 10) + " MiB");
   };
   return c;
 }

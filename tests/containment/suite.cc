@@ -100,7 +100,7 @@ std::string Trim(std::string s) {
 }
 
 // Markdown table cells: one line, no pipes.
-std::string CellText(std::string s) {
+std::string CellText(std::string s, size_t cap = 260) {
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
@@ -112,8 +112,26 @@ std::string CellText(std::string s) {
       out += c;
     }
   }
-  if (out.size() > 260) out = out.substr(0, 257) + "...";
+  if (out.size() > cap) out = out.substr(0, cap - 3) + "...";
   return out;
+}
+
+// How a run's policy differs from python-untrusted, for the table of runs: the example it
+// extends and the statements the case added ("" for python-untrusted as it is).
+std::string PolicyText(const Invocation& inv) {
+  std::string extra;
+  bool space = false;
+  for (char c : inv.policy_extra) {
+    if (c == '\n' || c == ' ') {
+      space = !extra.empty();
+      continue;
+    }
+    if (space) extra += ' ';
+    space = false;
+    extra += c;
+  }
+  if (inv.policy == "python-untrusted" && extra.empty()) return "python-untrusted";
+  return inv.policy + (extra.empty() ? "" : " + `" + extra + "`");
 }
 
 std::string Now() {
@@ -943,8 +961,9 @@ void Suite::CheckHost() {
         }
         continue;
       }
-      if (e.is_directory(fec)) continue;   // its own directories (inputs, run records) may stay
-      if (rel == "/serve.lock") continue;  // its single-instance lock file
+      if (e.is_directory(fec)) continue;      // its own directories (inputs, run records) may stay
+      if (rel == "/serve.lock") continue;     // its single-instance lock file
+      if (rel == "/runsc-version") continue;  // the gVisor driver's version cache (see below)
       host_failures_.push_back("left in the state directory of safex serve: " + e.path().string());
     }
   }
@@ -1050,9 +1069,12 @@ void Suite::CheckHost() {
   // file per /30, locked by the run holding it and by design never unlinked (unlink + flock would
   // hand one slot to two runs). It persists across runs like the pool itself; that none of its
   // records still names a run is checked below.
+  // Likewise <state root>/runsc-version, the gVisor driver's cache of `runsc --version`, kept
+  // by design (drivers/gvisor/runsc_version_cache.h).
   const std::string pool_dir = "state: " + state_root_ + "/net";
+  const std::string version_cache = "state: " + state_root_ + "/runsc-version";
   for (const std::string& l : testing::WaitForNoLeaks(before, std::chrono::seconds(5), lo)) {
-    if (l == pool_dir) continue;
+    if (l == pool_dir || l == version_cache) continue;
     if (OthersOnly(l)) {
       ++others;
       continue;
@@ -1066,9 +1088,11 @@ void Suite::CheckHost() {
         "named other processes' runs (tests running alongside) and were set aside");
   }
   // The state root holds nothing of any run; only the network module's slot records (net/,
-  // shared by every run of a state root by design) stay, and none may still hold a run.
+  // shared by every run of a state root by design) and the gVisor driver's version cache stay,
+  // and no slot record may still hold a run.
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(state_root_, ec)) {
+    if (e.path().filename() == "runsc-version") continue;
     if (e.path().filename() != "net") {
       host_failures_.push_back("left in the state root: " + e.path().string());
       continue;
@@ -1188,7 +1212,7 @@ std::string Suite::Report() const {
       if (cell.failures.empty()) continue;
       any = true;
       md << "- **" << c.id << " on " << b << "**:\n";
-      for (const std::string& f : cell.failures) md << "  - " << CellText(f) << "\n";
+      for (const std::string& f : cell.failures) md << "  - " << CellText(f, 1000) << "\n";
     }
   }
   if (!any) md << "Nothing.\n";
@@ -1200,7 +1224,7 @@ std::string Suite::Report() const {
     for (const auto& [b, cell] : row->second) {
       for (const std::string& n : cell.notes) {
         any = true;
-        md << "- " << c.id << " on " << b << ": " << CellText(n) << "\n";
+        md << "- " << c.id << " on " << b << ": " << CellText(n, 1000) << "\n";
       }
     }
   }
@@ -1210,27 +1234,29 @@ std::string Suite::Report() const {
   md << "Checked after every run of the suite: SHA-256 of `runsc`, `qemu-system-x86_64`, the "
         "`safex` binary and every probe; the suite's secret file; the host's hostname, "
         "domainname, `uevent_helper`, transparent hugepage setting, `lo` MTU and every cgroup "
-        "`release_agent`; free space of `/tmp`, `/var/lib`, `/run` and the suite's directory; the "
-        "files the probes try to create on the host; SIGUSR1s received by the runner; connections "
-        "to the host endpoints the network probes aim at; the shared leak checker "
-        "(`tests/support/leak_check.h`) machine-wide; the audit log's hash chain.\n\n";
+        "`release_agent`; free space and free inodes of `/tmp`, `/var/lib`, `/run` and the "
+        "suite's directory; the files the probes try to create on the host; SIGUSR1s received by "
+        "the runner; connections to the host endpoints the network probes aim at; the shared leak "
+        "checker (`tests/support/leak_check.h`) machine-wide; `safex serve` drained and stopped "
+        "with exit status 0, its peak memory bounded, nothing of its runs left in its state "
+        "directory; no network slot record still naming a run; the audit log's hash "
+        "chain.\n\n";
   if (host_failures_.empty()) {
     md << "- **unchanged**: every check above held.\n";
   } else {
-    for (const std::string& f : host_failures_) md << "- **FAILED**: " << CellText(f) << "\n";
+    for (const std::string& f : host_failures_) md << "- **FAILED**: " << CellText(f, 1000) << "\n";
   }
-  for (const std::string& n : host_notes_) md << "- " << CellText(n) << "\n";
+  for (const std::string& n : host_notes_) md << "- " << CellText(n, 1000) << "\n";
 
   md << "\n## Every run\n\n";
-  md << "One line per `safex run` (or `safex submit`): case, column, label, verdict, exit status, "
-        "the run's own wall "
-        "and CPU seconds (from the report), wall seconds of the whole `safex run` (with sandbox "
-        "setup and teardown), peak resident memory of `safex` itself, and the probe's result "
-        "line.\n\n";
-  md << "| case | column | run | verdict | exit | run wall s | run CPU s | safex wall s | safex "
-        "RSS MiB "
-        "| probe result |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|\n";
+  md << "One line per `safex run` (or `safex submit`): case, column, label, the policy (the "
+        "example the run's wrapper extends, and what the case added to it), verdict, exit "
+        "status, the run's own wall and CPU seconds (from the report), wall seconds of the whole "
+        "`safex run` or `safex submit` (with sandbox setup and teardown), peak resident memory "
+        "of that `safex` process itself, and the probe's result line.\n\n";
+  md << "| case | column | run | policy | verdict | exit | run wall s | run CPU s | safex wall s "
+        "| safex RSS MiB | probe result |\n";
+  md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Case& c : cases_) {
     auto row = cells_.find(c.id);
     if (row == cells_.end()) continue;
@@ -1247,9 +1273,10 @@ std::string Suite::Report() const {
         std::string probe = r.ProbeResult();
         if (probe.empty() && r.verdict() == "refused") probe = "(refused: " + r.Reason() + ")";
         md << "| " << c.id << " | " << b << " | "
-           << CellText(r.inv.label.empty() ? "-" : r.inv.label) << " | " << r.verdict() << " | "
-           << r.proc.status << " | " << wall << " | " << (r.proc.peak_rss_kib >> 10) << " | "
-           << CellText(probe) << " |\n";
+           << CellText(r.inv.label.empty() ? "-" : r.inv.label) << " | "
+           << CellText(PolicyText(r.inv), 400) << " | " << r.verdict() << " | " << r.proc.status
+           << " | " << wall << " | " << (r.proc.peak_rss_kib >> 10) << " | " << CellText(probe)
+           << " |\n";
       }
     }
   }
