@@ -1,8 +1,11 @@
 #include "drivers/microvm/microvm_driver.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,7 +134,105 @@ class RunDir {
   std::string path_;
 };
 
+// Creates <dir>/owner.lock already locked: an O_TMPFILE is flock'ed, then linked into place, so
+// that no CleanupStale can ever find the lock file of a live run unlocked. Held (the returned fd)
+// for the whole run; never inherited (close-on-exec, and the VMM's fds are an explicit map).
+Result<UniqueFd> LockRunDir(const std::string& dir) {
+  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) return Status::Errno("open(O_TMPFILE)", dir, errno).With("microvm: owner lock");
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    return Status::Errno("flock", dir, errno).With("microvm: owner lock");
+  }
+  std::string path = dir + "/owner.lock";
+  // Security: AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (the driver runs as root); the fd is an
+  // unnamed file just created in the run's own 0700 directory.
+  if (linkat(fd.get(), "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH) != 0) {
+    return Status::Errno("linkat", path, errno).With("microvm: owner lock");
+  }
+  return fd;
+}
+
+std::vector<std::string> DirNames(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  closedir(d);
+  return names;
+}
+
+// Whether any hierarchy lists a process in <parent>/<name> (read only: adopting the cgroup would
+// destroy it).
+bool CgroupHasProcesses(const cgroup::CgroupHost& host, const std::string& parent,
+                        const std::string& name) {
+  for (const std::string& h : host.HierarchyDirs()) {
+    std::string file = h + "/" + parent + "/" + name + "/cgroup.procs";
+    UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) continue;
+    char c;
+    ssize_t n = read(fd.get(), &c, 1);
+    if (n != 0) return true;  // a pid, or unreadable: assume in use
+  }
+  return false;
+}
+
+constexpr time_t kLocklessStaleAge = 600;
+
 }  // namespace
+
+// One run's leftovers. `owner_dead`: the caller knows the run's owner is gone (a run record
+// whose lock was free), so a run directory without a lock file is taken too.
+static Status CleanOneRun(const cgroup::CgroupHost& host, const MicrovmOptions& o,
+                          const std::string& run_id, bool owner_dead, bool* cleaned) {
+  *cleaned = false;
+  const std::string dir = o.state_root + "/runs/" + run_id;
+  const std::string cg_name = "microvm-" + run_id;
+  struct stat st;
+  bool has_dir = lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  UniqueFd lock;  // held while cleaning: a run id is never reused, but be exact
+  if (has_dir) {
+    lock.Reset(open((dir + "/owner.lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (lock) {
+      if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return Status::Ok();  // a live run
+    } else if (!owner_dead) {
+      // No lock: a run between mkdir and its lock (microseconds) or of an older build that may
+      // still be alive. Only old directories whose VMM cgroup holds nothing are taken.
+      if (time(nullptr) - st.st_mtime < kLocklessStaleAge) return Status::Ok();
+      if (CgroupHasProcesses(host, o.cgroup_parent, cg_name)) return Status::Ok();
+    }
+  } else if (!owner_dead) {
+    return Status::Ok();
+  }
+  std::string errors;
+  auto note = [&errors](const std::string& what, const Status& st) {
+    if (!st.ok()) errors += (errors.empty() ? "" : "; ") + what + ": " + st.message();
+  };
+  // The VMM: every process still in the run's cgroup is SIGKILLed through a pidfd that is
+  // checked against cgroup.procs (a recycled pid is never hit), and rmdir waits until the
+  // cgroup is empty.
+  Result<cgroup::RunCgroup> cg = host.Adopt(o.cgroup_parent, cg_name);
+  if (cg.ok()) {
+    note("killing the VMM of " + run_id, cg->KillAll());
+    Status d = cg->Destroy(std::chrono::milliseconds(10000));
+    note("cgroup " + cg_name, d);
+    if (d.ok()) *cleaned = true;
+  } else if (cg.status().code() != Status::Code::kNotFound) {
+    note("cgroup " + cg_name, cg.status());
+  }
+  // Nothing in the directory is mounted (the input is an image file given to QEMU as an fd; the
+  // output tmpfs are detached and died with the supervisor's fds). RemoveTree refuses to cross
+  // a mount point anyway.
+  if (has_dir) {
+    Status rm = microvm::RemoveTree(dir);
+    note("remove " + dir, rm);
+    if (rm.ok()) *cleaned = true;
+  }
+  if (!errors.empty()) return Status::Internal(errors);
+  return Status::Ok();
+}
 
 MicrovmDriver::MicrovmDriver(MicrovmOptions options) : options_(std::move(options)) {}
 MicrovmDriver::~MicrovmDriver() = default;
@@ -243,12 +344,20 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   Accel accel = (!never && ready->kvm_usable) ? Accel::kKvm : Accel::kTcg;
   uint32_t vcpus = std::clamp<uint32_t>(plan.microvm.vcpus, 1, 64);
 
+  auto cancelled = [&req] {
+    return req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed) != 0;
+  };
+
   // --- Per-run state. ---
   std::string run_path = o.state_root + "/runs/" + req.run_id;
   if (mkdir(run_path.c_str(), 0700) != 0) {
     return Status::Errno("mkdir", run_path, errno).With("microvm: run directory");
   }
+  // Declared before run_dir: the lock is released only after the directory is gone, so that
+  // CleanupStale never takes a finishing run for a dead one.
+  UniqueFd owner_lock;
   RunDir run_dir(run_path);
+  SAFEX_ASSIGN_OR_RETURN(owner_lock, LockRunDir(run_path));
 
   std::vector<std::string> sources;
   std::vector<size_t> source_of_mount(plan.mounts.size(), SIZE_MAX);
@@ -346,6 +455,18 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
       ready->cgroups->CreateRun(o.cgroup_parent, "microvm-" + req.run_id, cg_limits);
   if (!cg.ok()) return cg.status().With("microvm: the VMM's cgroup");
 
+  std::string mode = std::string("microvm/") + microvm::AccelName(accel) +
+                     (net ? "/network=netns" : "/network=none");
+  if (cancelled()) {
+    // Stopped before QEMU: nothing ran; everything made so far goes with the RAII owners.
+    RunResult r;
+    r.backend_mode = mode;
+    r.term_signal = SIGKILL;
+    r.interrupted = true;
+    r.backend_error = "cancelled before the VM was started";
+    return r;
+  }
+
   microvm::LaunchSpec ls;
   ls.vm.qemu_path = o.qemu_path;
   ls.vm.kernel_path = o.kernel_path;
@@ -376,6 +497,10 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   sc.wall_timeout = std::chrono::nanoseconds(plan.limits.wall_time_ns);
   sc.collect_timeout = o.collect_timeout;
   sc.outputs = receiver ? &*receiver : nullptr;
+  sc.cancel = req.cancel;
+  if (o.started_observer) {
+    sc.on_started = [&o, &req] { o.started_observer(req.run_id); };
+  }
 
   auto t_launch = std::chrono::steady_clock::now();
   Result<microvm::LaunchResult> launched = microvm::LaunchAndRun(std::move(ls), sc);
@@ -391,12 +516,11 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   const microvm::SessionResult& s = launched->session;
   // QEMU is gone: the tap's last user. The namespace itself goes at the network's teardown.
   tap.Reset();
-  std::string mode = std::string("microvm/") + microvm::AccelName(accel) +
-                     (net ? "/network=netns" : "/network=none");
 
-  // --- Nothing ran: a refusal or setup error with the reason. ---
-  if (s.phase == microvm::Phase::kBooting || s.phase == microvm::Phase::kSetup ||
-      (s.phase == microvm::Phase::kDone && !s.guest_setup_error.empty())) {
+  // --- Nothing ran: a refusal or setup error with the reason (a cancelled boot is a result). ---
+  if (!s.cancelled &&
+      (s.phase == microvm::Phase::kBooting || s.phase == microvm::Phase::kSetup ||
+       (s.phase == microvm::Phase::kDone && !s.guest_setup_error.empty()))) {
     if (!s.guest_setup_error.empty()) {
       return Status::FailedPrecondition("microvm: the guest could not prepare the run: " +
                                         s.guest_setup_error);
@@ -431,10 +555,25 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   r.stdout_stream.data = s.stdout_data;
   r.stderr_stream.data = s.stderr_data;
   auto end = s.exit ? s.t_exit : s.t_end;
-  r.wall_ns = static_cast<uint64_t>(std::max<int64_t>(0, (end - s.t_started).count()));
+  bool started = s.phase != microvm::Phase::kBooting && s.phase != microvm::Phase::kSetup;
+  r.wall_ns =
+      started ? static_cast<uint64_t>(std::max<int64_t>(0, (end - s.t_started).count())) : 0;
   std::string problems;
   auto note = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
-  if (s.exit) {
+  if (s.cancelled) {
+    // The caller stopped it (as under gVisor: whatever the program wrote so far is reported,
+    // nothing more is judged). The VM is already gone.
+    r.interrupted = true;
+    r.exit_code = -1;
+    r.term_signal = SIGKILL;
+    r.stdout_stream.total_bytes = s.stdout_data.size();
+    r.stderr_stream.total_bytes = s.stderr_data.size();
+    note(std::string("cancelled while ") +
+         (!started ? "the guest booted"
+          : s.exit ? "the outputs were collected"
+                   : "the program ran") +
+         "; the VM was killed");
+  } else if (s.exit) {
     const microvm::ExitReport& e = *s.exit;
     r.exit_code = e.exit_code;
     r.term_signal = e.term_signal;
@@ -535,6 +674,65 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
     o.timings_observer(t);
   }
   return r;
+}
+
+Status MicrovmDriver::CleanupStale(int* cleaned) {
+  if (cleaned != nullptr) *cleaned = 0;
+  const MicrovmOptions& o = options_;
+  std::string errors;
+  auto note = [&errors](const std::string& what, const Status& st) {
+    if (!st.ok()) errors += (errors.empty() ? "" : "; ") + what + ": " + st.message();
+  };
+  // Image builds a dead process left: <key>.tmp.<suffix> (and its staging directory
+  // stage.<suffix>) whose <key>.lock no builder holds. A partial /usr image is gigabytes.
+  const std::string images = o.state_root + "/images";
+  for (const std::string& n : DirNames(images)) {
+    size_t at = n.find(".tmp.");
+    if (at == std::string::npos || at == 0) continue;
+    std::string key = n.substr(0, at), suffix = n.substr(at + 5);
+    if (key.find('/') != std::string::npos || suffix.empty()) continue;
+    UniqueFd lock(open((images + "/" + key + ".lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+    if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a build in progress
+    if (unlink((images + "/" + n).c_str()) != 0 && errno != ENOENT) {
+      note("unlink", Status::Errno("unlink", images + "/" + n, errno));
+    }
+    note("staging directory", microvm::RemoveTree(images + "/stage." + suffix));
+  }
+
+  std::vector<std::string> runs = DirNames(o.state_root + "/runs");
+  std::vector<std::string> ids;
+  for (const std::string& n : runs) {
+    if (ValidRunId(n)) ids.push_back(n);  // anything else is not ours
+  }
+  if (!ids.empty()) {
+    // Only now: a host without a state root (microVM never used) needs no cgroups at all.
+    Result<cgroup::CgroupHost> host = cgroup::CgroupHost::Detect(o.cgroup_root);
+    if (!host.ok()) return host.status().With("microvm cleanup: cgroups");
+    for (const std::string& id : ids) {
+      bool c = false;
+      note(id, CleanOneRun(*host, o, id, /*owner_dead=*/false, &c));
+      if (c && cleaned != nullptr) ++*cleaned;
+    }
+  }
+  if (!errors.empty()) return Status::Internal("microvm cleanup: " + errors);
+  return Status::Ok();
+}
+
+Status MicrovmDriver::CleanupStaleRun(const std::string& run_id, bool* cleaned) {
+  if (cleaned != nullptr) *cleaned = false;
+  if (!ValidRunId(run_id)) return Status::Ok();  // no run of this driver can have that name
+  struct stat st;
+  bool any = stat((options_.state_root + "/runs/" + run_id).c_str(), &st) == 0;
+  Result<cgroup::CgroupHost> host = cgroup::CgroupHost::Detect(options_.cgroup_root);
+  if (!host.ok()) {
+    if (!any) return Status::Ok();  // no cgroups here and no directory: nothing to clean
+    return host.status().With("microvm cleanup: cgroups");
+  }
+  bool c = false;
+  Status s = CleanOneRun(*host, options_, run_id, /*owner_dead=*/true, &c);
+  if (cleaned != nullptr) *cleaned = c;
+  if (!s.ok()) return Status::Internal("microvm cleanup: " + s.message());
+  return Status::Ok();
 }
 
 }  // namespace safex::drivers

@@ -6,7 +6,9 @@
 // Per run:
 //   <state_root>/images/<key>.erofs   the read-only image of the plan's bind sources (cached,
 //                                     rootfs_image.h); passed to QEMU as an fd
-//   <state_root>/runs/<run-id>/       private 0700 directory: the input image (if any)
+//   <state_root>/runs/<run-id>/       private 0700 directory: the input image (if any) and
+//                                     owner.lock, flock'ed by the running supervisor for the whole
+//                                     run (CleanupStale leaves runs whose lock is held alone)
 //   cgroup <cgroup_parent>/microvm-<run-id> in every hierarchy: the VMM's memory (guest RAM +
 //                                     overhead), pids and CPU (vcpus)
 //   one QEMU process, started as a per-run unprivileged uid (vmm_process.h), its seccomp sandbox on
@@ -15,7 +17,9 @@
 //                                     QEMU is gone
 // Wall time is the supervisor's: from the agent's kStarted, QEMU is killed at the deadline. The
 // boot (kernel + agent setup) has its own deadline (boot_timeout); a guest that hangs there is
-// killed and the run refused ("the guest did not boot"). See docs/microvm.md.
+// killed and the run refused ("the guest did not boot"). RunRequest::cancel is honoured in every
+// phase (checked every 20 ms): the VMM is killed, everything torn down, the result `interrupted`.
+// See docs/microvm.md.
 #pragma once
 
 #include <sys/types.h>
@@ -86,6 +90,9 @@ struct MicrovmOptions {
   uint64_t image_cache_max_bytes = 24ull << 30;
   // Called at the end of every run that booted a guest (benchmarks).
   std::function<void(const MicrovmRunTimings&)> timings_observer;
+  // Called when the guest reports that the program started (kStarted), with the run id, on the
+  // run's thread (tests: cancel or crash a run that is known to be running).
+  std::function<void(const std::string& run_id)> started_observer;
   // Required for plans that grant egress (runs with egress are refused without it): the run's
   // network namespace (QEMU starts inside it), whose link the guest takes over through a tap
   // (guest_tap.h).
@@ -105,6 +112,23 @@ class MicrovmDriver : public Driver {
   Status Probe() override;
 
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
+
+  // Crash recovery (the daemon calls it at start; needs no Probe and no QEMU): removes what runs
+  // of a supervisor that died left behind under state_root: every process still in the run's VMM
+  // cgroup (QEMU; normally already gone through its parent-death signal) is killed, the cgroup
+  // removed in every hierarchy, then <state_root>/runs/<run-id>. A run whose owner.lock is held
+  // (a live supervisor) is left alone; a run directory without a lock file (a crash between
+  // mkdir and the lock, or a run of an older build) only once it is 10 minutes old and its
+  // cgroup holds no process. Also removes image builds a dead process left unfinished
+  // (<state_root>/images/<key>.tmp.* and stage.*, when no builder holds <key>.lock). The output
+  // tmpfs are detached mounts held only by the supervisor's fds: they died with it. `cleaned`
+  // gets the number of run directories (or cgroups without one) removed.
+  Status CleanupStale(int* cleaned = nullptr);
+  // The same for one run whose owner is known to be dead (a durable run record whose lock is
+  // free): also removes the cgroup when the run directory is already gone. A run whose
+  // owner.lock is held is still left alone; an id no run can have is nothing to clean.
+  // `cleaned`: something was removed.
+  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr);
 
   // After Probe: whether KVM is usable here and why (the probe's detail).
   std::optional<bool> kvm_usable() const;

@@ -63,12 +63,18 @@ class Session {
     SetNonBlocking(err);
     bool vmm_alive = true;
     while (r_.phase != Phase::kDone && r_.violation.empty() && !r_.output_cap_hit) {
+      if (c_.cancel != nullptr && c_.cancel->load(std::memory_order_relaxed) != 0) {
+        r_.cancelled = true;
+        break;
+      }
       auto now = Clock::now();
       if (now >= deadline_) {
         r_.timed_out = true;
         break;
       }
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count() + 1;
+      // The token has no fd to poll: wake up often enough to see it.
+      if (c_.cancel != nullptr) ms = std::min<long long>(ms, c_.cancel_poll.count());
       pollfd fds[4];
       int n = 0, i_ctl = -1, i_con = -1, i_err = -1, i_pid = -1;
       if (ctl >= 0) {
@@ -258,6 +264,7 @@ class Session {
         r_.t_started = Since();
         r_.phase = Phase::kRunning;
         deadline_ = Clock::now() + c_.wall_timeout;
+        if (c_.on_started) c_.on_started();
         return;
       case Phase::kRunning:
         if (f.type == FrameType::kStdout || f.type == FrameType::kStderr) {

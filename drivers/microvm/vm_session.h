@@ -6,14 +6,17 @@
 //   setup     until kStarted           the same boot deadline
 //   running   until kExit              wall_time from kStarted (the program's own wall clock)
 //   outputs   until kOutputsDone       collect_timeout from kExit
+// and, in every phase, the caller's cancel token (checked at least every cancel_poll).
 // The guest is trusted for nothing: every frame is checked against the phase (a state machine),
 // its type's size limit and the run's caps (stdout + stderr at most the plan's output cap, output
 // files through OutputReceiver). A violation ends the session at once; the caller kills the VMM.
 // The session never kills QEMU itself: it returns, and the caller tears down.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,12 +38,19 @@ struct SessionConfig {
   OutputReceiver* outputs = nullptr;  // null: the plan has no output mount
   size_t console_tail_bytes = 8 * 1024;
   size_t stderr_keep_bytes = 4 * 1024;
+  // Cancellation (RunRequest::cancel): non-zero ends the session in any phase, within
+  // cancel_poll; the caller kills the VMM as on every other way out. nullptr: never cancelled.
+  const std::atomic<int>* cancel = nullptr;
+  std::chrono::milliseconds cancel_poll{20};
+  // Called once when the guest reports kStarted (the program runs), on the session's thread.
+  std::function<void()> on_started;
 };
 
 struct SessionResult {
   Phase phase = Phase::kBooting;  // the phase the session ended in
   bool timed_out = false;         // the phase's deadline passed
   bool vmm_exited = false;        // QEMU ended on its own
+  bool cancelled = false;         // ended through SessionConfig::cancel
   std::string violation;          // the guest broke the protocol (non-empty => VM to be killed)
   std::optional<Hello> hello;
   std::string guest_setup_error;  // kSetupError: nothing ran
