@@ -7,6 +7,7 @@
 #include <set>
 
 #include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/microvm/microvm_driver.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/run_record.h"
 
@@ -61,6 +62,14 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& 
     }
   }
 
+  drivers::MicrovmOptions m;
+  m.state_root = options.microvm_state_root;
+  m.cgroup_parent = options.cgroup_parent;
+  drivers::MicrovmDriver microvm(m);  // never probed: cleanup needs no QEMU
+  if (options.microvm_allowed) {
+    note("microVM runs", microvm.CleanupStale(&report.microvm_runs_removed));
+  }
+
   // 2. Networks.
   if (Status v = drivers::net::ValidateNetworkConfig(options.network); v.ok()) {
     note("networks", drivers::net::CleanupStale(options.network, &report.networks_removed));
@@ -92,6 +101,14 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& 
           note("request input",
                RemoveIfPresent(ServeInputsDir(info.state_root) + "/" + info.run_id,
                                &report.input_dirs_removed));
+        }
+        if (options.microvm_allowed) {
+          // Its owner is dead (the record's lock was free): whatever its microVM left goes, even a
+          // run directory without a lock file.
+          bool removed = false;
+          Status st = microvm.CleanupStaleRun(info.run_id, &removed);
+          note("microVM run " + info.run_id, st);
+          if (removed) ++report.microvm_runs_removed;
         }
         if (unfinished.count(info.run_id) > 0) {
           audit::Interrupted ev;

@@ -445,6 +445,78 @@ TEST_F(ServeTest, SigkillDuringRunsThenRestartLeavesNothingAndRecordsEachLostRun
   ExpectNoLeaks();  // after the stop: the restarted daemon is a new child of this test
 }
 
+// The microVM twin: the daemon is SIGKILLed while a guest runs. What the run left (its VMM
+// cgroup, its run directory under the microVM state root, QEMU if it outlived its parent) is
+// removed by the restarted daemon's recovery, and the run is closed as interrupted.
+TEST_F(ServeTest, SigkillDuringAMicrovmRunThenRestartLeavesNothingAndRecordsTheLostRun) {
+  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
+                "QEMU and the installed guest (scripts/install-deps.sh)");
+  const std::string microvm_runs = "/var/lib/safex/microvm/runs";
+  h_.dir().Write("policies/base-microvm.policy",
+                 "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.max_concurrent = 2}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  auto client = std::async(std::launch::async, [&] {
+    return h_.Submit("base-microvm", {"/bin/sh", "-c", "echo started; sleep 1000"});
+  });
+  // Wait for the start event, then for QEMU in the run's VMM cgroup (the /usr image may have to be
+  // fingerprinted or even built first), then for the guest to be well into its boot.
+  std::string id;
+  auto until = Clock::now() + std::chrono::seconds(60);
+  while (id.empty() && Clock::now() < until) {
+    for (const auto& r : h_.AuditRuns()) {
+      if (r.state == "running") id = r.run_id;
+    }
+    if (id.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(id.empty()) << h_.log();
+  bool vmm_up = false;
+  until = Clock::now() + std::chrono::seconds(400);
+  while (!vmm_up && Clock::now() < until) {
+    for (const char* h : {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup"}) {
+      std::ifstream procs(std::string(h) + "/safex/microvm-" + id + "/cgroup.procs");
+      std::string pid;
+      if (procs >> pid) vmm_up = true;
+    }
+    if (!vmm_up) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(vmm_up) << "QEMU never started\n" << h_.log();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  h_.Kill();
+  EXPECT_EQ(client.get().status, 125);  // the connection died
+  // The dead daemon's run is still there (nothing else would remove it).
+  EXPECT_TRUE(std::filesystem::exists(microvm_runs + "/" + id));
+  EXPECT_FALSE(testing::ResourcesNamingRun(id, LeakOptions()).empty());
+
+  ASSERT_EQ(h_.Start({.max_concurrent = 2}), "");
+  auto log = h_.OpenAudit();
+  ASSERT_NE(log, nullptr);
+  int interrupted = 0;
+  ASSERT_TRUE(log->ForEachEvent([&](const audit::EventRow& e) {
+                   if (e.text(audit::kColKind) == "interrupted" &&
+                       e.text(audit::kColRunId) == id) {
+                     ++interrupted;
+                   }
+                   return Status::Ok();
+                 })
+                  .ok());
+  EXPECT_EQ(interrupted, 1);
+  for (const auto& r : h_.AuditRuns()) {
+    if (r.run_id == id) {
+      EXPECT_EQ(r.state, "interrupted");
+    }
+  }
+  EXPECT_EQ(h_.HealthNumber("recovered_runs"), 1);
+  auto left = testing::ResourcesNamingRun(id, LeakOptions());
+  EXPECT_TRUE(left.empty()) << testing::JoinLines(left);
+  EXPECT_FALSE(std::filesystem::exists(microvm_runs + "/" + id));
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+}
+
 TEST_F(ServeTest, SigtermDrainsRunningRunsThenStops) {
   StartAndSnapshot({.max_concurrent = 2, .max_queue = 4, .drain_timeout = "30s"});
   std::vector<std::future<ProcessOutput>> clients;
