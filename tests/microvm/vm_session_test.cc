@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -184,6 +185,49 @@ TEST(VmSessionTest, WallTimeStartsAtStartedAndEndsTheRun) {
   EXPECT_EQ(r.phase, Phase::kRunning);
   EXPECT_EQ(r.stdout_data, "partial");
   EXPECT_GE(r.t_end - r.t_started, milliseconds(300));
+}
+
+// RunRequest::cancel: a silent guest (no fd ever becomes ready) is left within cancel_poll of the
+// token being set, in the phase it was in, with what it sent so far; on_started fired once.
+TEST(VmSessionTest, CancelTokenEndsARunningSessionPromptly) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kStarted, "");
+  vm.Send(FrameType::kStdout, "partial");
+  std::atomic<int> cancel{0};
+  int started = 0;
+  SessionConfig c = Config();
+  c.wall_timeout = milliseconds(60000);
+  c.cancel = &cancel;
+  c.on_started = [&started] { ++started; };
+  std::chrono::steady_clock::time_point set_at;
+  std::thread t([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    set_at = std::chrono::steady_clock::now();
+    cancel = 15;
+  });
+  SessionResult r = vm.Run(c);
+  auto returned = std::chrono::steady_clock::now();
+  t.join();
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.phase, Phase::kRunning);
+  EXPECT_EQ(r.stdout_data, "partial");
+  EXPECT_EQ(started, 1);
+  EXPECT_LT(returned - set_at, milliseconds(500));  // 20 ms poll; slack for a loaded host
+}
+
+TEST(VmSessionTest, CancelTokenEndsABootingSession) {
+  FakeVm vm;
+  std::atomic<int> cancel{2};
+  SessionConfig c = Config();
+  c.boot_timeout = milliseconds(60000);
+  c.cancel = &cancel;
+  auto t0 = std::chrono::steady_clock::now();
+  SessionResult r = vm.Run(c);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.phase, Phase::kBooting);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(5000));
 }
 
 TEST(VmSessionTest, GuestSetupErrorBeforeStartIsReported) {
