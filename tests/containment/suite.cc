@@ -209,7 +209,8 @@ std::string Invocation::SubmitUnsupported() const {
   if (!flags.empty()) return "it needs `safex run` flags (" + flags.front() + ")";
   if (readonly_cgroups) return "it breaks the cgroups of one `safex run` process";
   if (policy_extra.find("egress") != std::string::npos) {
-    return "it is granted egress (the suite's service has no test uplink)";
+    return "it is granted egress (not tried through the service yet: the network cases aim at "
+           "the address pool of the suite's own `safex run` config)";
   }
   return "";
 }
@@ -410,8 +411,9 @@ std::string Suite::StartServe() {
     fs::copy_file(e.path(), serve_policies_ + "/" + e.path().filename().string(), ec);
     if (ec) return "copy " + e.path().string() + ": " + ec.message();
   }
-  // Its own pool (runs of the service get no egress here; the pool is there so that its
-  // network module has one of the suite's ranges rather than a default).
+  // Its own pool and the suite's test uplink (no case grants egress through the service yet;
+  // they are there so that its network module has one of the suite's ranges and never the
+  // host's namespace).
   std::string config =
       "# Written by the containment suite: the service the submit column uses.\n"
       "host {\n  service {\n";
