@@ -35,9 +35,15 @@ const std::string kPolicy =
 std::string AuditDir() { return "/var/tmp/safex-run-bench-" + std::to_string(getpid()); }
 
 Result<double> SafexRun(const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "run",       "--policy",
-                                   kPolicy,            "--audit-db", AuditDir() + "/audit.db",
-                                   "--audit-key",      AuditDir() + "/audit.key", "--"};
+  std::vector<std::string> argv = {SAFEX_BENCH_BINARY,
+                                   "run",
+                                   "--policy",
+                                   kPolicy,
+                                   "--audit-db",
+                                   AuditDir() + "/audit.db",
+                                   "--audit-key",
+                                   AuditDir() + "/audit.key",
+                                   "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
@@ -47,20 +53,27 @@ Result<double> SafexRun(const std::vector<std::string>& program) {
   SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
   SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (!st || !st->exited || st->code != 0) return Status::Internal("safex run failed");
+  if (!st || !st->exited || st->code != 0) {
+    return Status::Internal("safex run failed: " + (st && st->exited
+                                                        ? "exit " + std::to_string(st->code)
+                                                        : std::string("killed by a signal")));
+  }
   return ms;
 }
 
-// Runs `one(i)` `total` times spread over `threads` threads; returns runs per second.
+// Runs `one(thread, i)` `total` times spread over `threads` threads; returns runs per second.
 template <typename Fn>
 double Throughput(int threads, int total, Fn one) {
   std::atomic<int> next{0}, failed{0};
   auto t0 = Clock::now();
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
+    pool.emplace_back([&, t] {
       for (int i; (i = next.fetch_add(1)) < total;) {
-        if (!one(i).ok()) failed.fetch_add(1);
+        auto r = one(t, i);
+        if (!r.ok() && failed.fetch_add(1) == 0) {
+          std::fprintf(stderr, "first failed run: %s\n", r.status().ToString().c_str());
+        }
       }
     });
   }
@@ -131,11 +144,21 @@ int main(int argc, char** argv) {
   }
   std::printf("\nruns per second, /bin/true, %d runs per point\n", 2 * runs);
   std::printf("%-12s %12s %12s\n", "concurrency", "runsc run", "safex run");
+  // One bundle per concurrent slot: the spec names its cgroup, and two live containers cannot
+  // share one (safex gives every run its own).
+  std::vector<bench::RawBundle> slots(4);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    if (Status st = slots[t].Make(plan, {"/bin/true"}, "slot" + std::to_string(t)); !st.ok()) {
+      std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
   for (int k : {1, 2, 4}) {
     std::atomic<int> id{100000 * k};
-    double raw = Throughput(k, 2 * runs,
-                            [&](int) { return bench::RawRun(cases[0].bundle, id.fetch_add(1), false); });
-    double sx = Throughput(k, 2 * runs, [&](int) { return SafexRun({"/bin/true"}); });
+    double raw = Throughput(k, 2 * runs, [&](int t, int) {
+      return bench::RawRun(slots[static_cast<size_t>(t)], id.fetch_add(1), false);
+    });
+    double sx = Throughput(k, 2 * runs, [&](int, int) { return SafexRun({"/bin/true"}); });
     std::printf("%-12d %12.2f %12.2f\n", k, raw, sx);
   }
   std::string cleanup = AuditDir();
