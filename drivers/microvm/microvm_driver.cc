@@ -518,9 +518,8 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   tap.Reset();
 
   // --- Nothing ran: a refusal or setup error with the reason (a cancelled boot is a result). ---
-  if (!s.cancelled &&
-      (s.phase == microvm::Phase::kBooting || s.phase == microvm::Phase::kSetup ||
-       (s.phase == microvm::Phase::kDone && !s.guest_setup_error.empty()))) {
+  if (!s.cancelled && (s.phase == microvm::Phase::kBooting || s.phase == microvm::Phase::kSetup ||
+                       (s.phase == microvm::Phase::kDone && !s.guest_setup_error.empty()))) {
     if (!s.guest_setup_error.empty()) {
       return Status::FailedPrecondition("microvm: the guest could not prepare the run: " +
                                         s.guest_setup_error);

@@ -78,7 +78,8 @@ TEST_F(MicrovmRecoveryTest, CancelAfterBootKillsTheVmWithinSecondsAndReportsInte
   Clock::time_point cancelled_at;
   std::thread canceller([&] {
     auto until = Clock::now() + std::chrono::seconds(150);
-    while (!started && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!started && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::this_thread::sleep_for(std::chrono::seconds(1));  // the program is in its sleep
     cancelled_at = Clock::now();
     cancel = SIGTERM;

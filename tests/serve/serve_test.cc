@@ -454,8 +454,9 @@ TEST_F(ServeTest, SigkillDuringAMicrovmRunThenRestartLeavesNothingAndRecordsTheL
                     access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
                 "QEMU and the installed guest (scripts/install-deps.sh)");
   const std::string microvm_runs = "/var/lib/safex/microvm/runs";
-  h_.dir().Write("policies/base-microvm.policy",
-                 "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  h_.dir().Write(
+      "policies/base-microvm.policy",
+      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.max_concurrent = 2}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
@@ -496,8 +497,7 @@ TEST_F(ServeTest, SigkillDuringAMicrovmRunThenRestartLeavesNothingAndRecordsTheL
   ASSERT_NE(log, nullptr);
   int interrupted = 0;
   ASSERT_TRUE(log->ForEachEvent([&](const audit::EventRow& e) {
-                   if (e.text(audit::kColKind) == "interrupted" &&
-                       e.text(audit::kColRunId) == id) {
+                   if (e.text(audit::kColKind) == "interrupted" && e.text(audit::kColRunId) == id) {
                      ++interrupted;
                    }
                    return Status::Ok();
