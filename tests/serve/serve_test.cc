@@ -583,6 +583,46 @@ TEST_F(ServeTest, SigtermPastTheDrainDeadlineInterruptsAndRecordsRuns) {
   ExpectNoLeaks();
 }
 
+// The microVM twin: at the drain deadline a guest running `sleep 30` is killed at once (the
+// driver honours the cancel token), the run ends interrupted, nothing is left.
+TEST_F(ServeTest, SigtermPastTheDrainDeadlineInterruptsAMicrovmRunPromptly) {
+  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
+                "QEMU and the installed guest (scripts/install-deps.sh)");
+  h_.dir().Write(
+      "policies/base-microvm.policy",
+      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  StartAndSnapshot({.max_concurrent = 1, .max_queue = 2, .drain_timeout = "1s"});
+  auto running = std::async(std::launch::async, [&] {
+    return h_.Submit("base-microvm", {"/bin/sh", "-c", "echo started; sleep 30"}, {"--json"});
+  });
+  ASSERT_TRUE(h_.WaitHealth([](const std::string& b) { return HealthShows(b, 1, -1); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // QEMU is up (booting)
+  auto t0 = Clock::now();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(8));  // 1 s drain + the kill, never 30 s
+  ProcessOutput r = running.get();
+  json j = Parse(r.out);
+  EXPECT_EQ(j["verdict"], "interrupted") << r.out;
+  EXPECT_EQ(r.status, 128 + SIGTERM);
+  bool recorded = false;
+  for (const auto& run : h_.AuditRuns()) {
+    if (run.run_id == j["run_id"]) {
+      recorded = true;
+      EXPECT_EQ(run.state, "interrupted");
+      EXPECT_EQ(run.verdict, "interrupted");
+      EXPECT_THAT(run.reason, HasSubstr("signal 15"));
+    }
+  }
+  EXPECT_TRUE(recorded);
+  if (j.contains("run_id")) {
+    auto left = testing::ResourcesNamingRun(j["run_id"].get<std::string>(), LeakOptions());
+    EXPECT_TRUE(left.empty()) << testing::JoinLines(left);
+  }
+  ExpectNoLeaks();
+}
+
 TEST_F(ServeTest, SubmitMatchesRunForOutputInputStdinAndExitStatuses) {
   StartAndSnapshot();
   testing::TempDir in;
