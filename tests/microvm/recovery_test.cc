@@ -4,12 +4,15 @@
 //   - a supervisor SIGKILLed while its guest runs leaves its run directory and VMM cgroup (and,
 //     were its parent-death signal lost, QEMU): MicrovmDriver::CleanupStale removes them all,
 //     killing whatever is still in the cgroup, and leaves live runs (owner.lock held) alone.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +20,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/microvm/microvm_driver.h"
@@ -43,6 +50,60 @@ std::string RunsDir() { return TestStateRoot() + "/runs"; }
 bool Exists(const std::string& p) {
   struct stat st;
   return lstat(p.c_str(), &st) == 0;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// (mnt_id, st_dev) of every tmpfs that process `pid` holds an fd on but that is in no mount table
+// of its own: the driver's detached output tmpfs.
+std::set<std::pair<std::string, dev_t>> DetachedTmpfsFds(pid_t pid) {
+  std::set<std::pair<std::string, dev_t>> out;
+  const std::string base = "/proc/" + std::to_string(pid);
+  std::string mountinfo = ReadAll(base + "/mountinfo");
+  std::set<std::string> attached;
+  std::istringstream lines(mountinfo);
+  for (std::string line; std::getline(lines, line);)
+    attached.insert(line.substr(0, line.find(' ')));
+  DIR* d = opendir((base + "/fd").c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    std::string fd = e->d_name;
+    if (fd == "." || fd == "..") continue;
+    struct statfs sf;
+    struct stat st;
+    std::string link = base + "/fd/" + fd;
+    if (statfs(link.c_str(), &sf) != 0 || sf.f_type != TMPFS_MAGIC) continue;
+    if (stat(link.c_str(), &st) != 0) continue;
+    std::string info = ReadAll(base + "/fdinfo/" + fd);
+    size_t at = info.find("mnt_id:");
+    if (at == std::string::npos) continue;
+    std::string id = info.substr(at + 7);
+    id = id.substr(id.find_first_not_of(" \t"));
+    id = id.substr(0, id.find('\n'));
+    if (attached.count(id) == 0) out.insert({id, st.st_dev});
+  }
+  closedir(d);
+  return out;
+}
+
+// Every process on the machine holding an fd on one of `mounts`.
+std::vector<std::string> HoldersOf(const std::set<std::pair<std::string, dev_t>>& mounts) {
+  std::vector<std::string> holders;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return holders;
+  while (dirent* p = readdir(proc)) {
+    if (p->d_name[0] < '0' || p->d_name[0] > '9') continue;
+    for (const auto& m : DetachedTmpfsFds(atoi(p->d_name))) {
+      if (mounts.count(m) > 0) holders.push_back(std::string("pid ") + p->d_name);
+    }
+  }
+  closedir(proc);
+  return holders;
 }
 
 class MicrovmRecoveryTest : public ::testing::Test {
@@ -167,7 +228,9 @@ TEST_F(MicrovmRecoveryTest, SigkilledOwnerLeavesARunThatCleanupStaleRemovesCompl
     RunRequest req;
     req.run_id = id;
     req.argv = Sh("sleep 1000");
-    auto r = d.Run(BusyboxPlan(), req);
+    plan::Plan plan = BusyboxPlan();
+    plan.mounts.push_back(Tmpfs("/data/out", 4ull << 20, plan::MountKind::kOutput));
+    auto r = d.Run(plan, req);
     _exit(r.ok() ? 3 : 4);  // not reached in the test: it is killed first
   }
   close(pipefd[1]);
@@ -176,11 +239,19 @@ TEST_F(MicrovmRecoveryTest, SigkilledOwnerLeavesARunThatCleanupStaleRemovesCompl
   char c = 0;
   bool started = ready == 1 && read(pipefd[0], &c, 1) == 1;
   close(pipefd[0]);
+  // The owner holds its output tmpfs as a detached mount (an fd only, in no mount table).
+  auto detached = DetachedTmpfsFds(owner);
+  EXPECT_FALSE(HoldersOf(detached).empty());  // the scan below sees a holder
   kill(owner, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(owner, &status, 0), owner);
   ASSERT_TRUE(started) << "the owner's guest never started the program";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  // ... which nothing else holds (not QEMU: its fds are an explicit map), so it went with the
+  // owner's fds: there is nothing to unmount.
+  EXPECT_FALSE(detached.empty()) << "the owner's detached output tmpfs was not found";
+  auto holders = HoldersOf(detached);
+  EXPECT_TRUE(holders.empty()) << safex::testing::JoinLines(holders);
 
   // What the dead owner left: its run directory (with an unlocked owner.lock) and the VMM's
   // cgroup in every hierarchy.
