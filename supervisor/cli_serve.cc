@@ -77,7 +77,8 @@ int DoServe(const ServeFlags& f) {
   const serve::RecoveryReport& r = (*server)->recovery();
   serve::ServeLog("recovery: " + std::to_string(r.interrupted.size()) +
                   " runs closed as interrupted, " + std::to_string(r.sandboxes_removed) +
-                  " sandboxes, " + std::to_string(r.networks_removed) + " networks, " +
+                  " sandboxes, " + std::to_string(r.microvm_runs_removed) + " microVM runs, " +
+                  std::to_string(r.networks_removed) + " networks, " +
                   std::to_string(r.input_dirs_removed) + " input dirs and " +
                   std::to_string(r.records_removed) + " run records removed");
   for (const std::string& w : r.warnings) serve::ServeLog("recovery: " + w);
