@@ -19,29 +19,24 @@ namespace safex::bench {
 namespace gvisor = safex::drivers::gvisor;
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv,
                        const std::string& name) {
-    dir = "/run/safex-bench-" + std::to_string(getpid()) + "-" + name;
-    bundle = dir + "/bundle";
-    gvisor::RemoveTree(dir).ok();
-    for (const std::string& d : {dir, bundle, bundle + "/rootfs", dir + "/state"}) {
-      if (mkdir(d.c_str(), 0700) != 0) return Status::Errno("mkdir", d, errno);
-    }
-    std::vector<std::string> sources;
-    for (const plan::Mount& m : p.mounts) sources.push_back(m.source);
-    SAFEX_RETURN_IF_ERROR(gvisor::PrepareRootfs(bundle + "/rootfs", p, sources, ""));
-    gvisor::OciLayout l;
-    l.mount_sources = sources;
-    l.cgroups_path = "/safex/bench-raw-" + std::to_string(getpid()) + "-" + name;
-    l.pids_backstop = 1024;
-    SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, gvisor::BuildOciSpec(p, argv, l, {}));
-    std::ofstream(bundle + "/config.json") << spec.dump(1);
-    return Status::Ok();
+  dir = "/run/safex-bench-" + std::to_string(getpid()) + "-" + name;
+  bundle = dir + "/bundle";
+  gvisor::RemoveTree(dir).ok();
+  for (const std::string& d : {dir, bundle, bundle + "/rootfs", dir + "/state"}) {
+    if (mkdir(d.c_str(), 0700) != 0) return Status::Errno("mkdir", d, errno);
+  }
+  std::vector<std::string> sources;
+  for (const plan::Mount& m : p.mounts) sources.push_back(m.source);
+  SAFEX_RETURN_IF_ERROR(gvisor::PrepareRootfs(bundle + "/rootfs", p, sources, ""));
+  gvisor::OciLayout l;
+  l.mount_sources = sources;
+  l.cgroups_path = "/safex/bench-raw-" + std::to_string(getpid()) + "-" + name;
+  l.pids_backstop = 1024;
+  SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, gvisor::BuildOciSpec(p, argv, l, {}));
+  std::ofstream(bundle + "/config.json") << spec.dump(1);
+  return Status::Ok();
 }
 
 RawBundle::~RawBundle() {

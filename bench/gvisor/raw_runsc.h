@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_util.h"  // Median, kept visible to users of this header
 #include "common/status.h"
 #include "plan/plan.h"
 
@@ -24,7 +25,5 @@ struct RawBundle {
 // One `runsc run` of the bundle (container id unique by `i`); returns its wall time in ms.
 // driver_flags adds the flags the driver passes (--strace of fork-like calls, --debug-log pipe).
 Result<double> RawRun(const RawBundle& b, int i, bool driver_flags);
-
-double Median(std::vector<double> v);
 
 }  // namespace safex::bench

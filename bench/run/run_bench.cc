@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/bench_util.h"
 #include "bench/gvisor/raw_runsc.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
@@ -59,28 +60,6 @@ Result<double> SafexRun(const std::vector<std::string>& program) {
                                                         : std::string("killed by a signal")));
   }
   return ms;
-}
-
-// Runs `one(thread, i)` `total` times spread over `threads` threads; returns runs per second.
-template <typename Fn>
-double Throughput(int threads, int total, Fn one) {
-  std::atomic<int> next{0}, failed{0};
-  auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      for (int i; (i = next.fetch_add(1)) < total;) {
-        auto r = one(t, i);
-        if (!r.ok() && failed.fetch_add(1) == 0) {
-          std::fprintf(stderr, "first failed run: %s\n", r.status().ToString().c_str());
-        }
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
-  return total / s;
 }
 
 }  // namespace
@@ -155,10 +134,10 @@ int main(int argc, char** argv) {
   }
   for (int k : {1, 2, 4}) {
     std::atomic<int> id{100000 * k};
-    double raw = Throughput(k, 2 * runs, [&](int t, int) {
+    double raw = bench::Throughput(k, 2 * runs, [&](int t, int) {
       return bench::RawRun(slots[static_cast<size_t>(t)], id.fetch_add(1), false);
     });
-    double sx = Throughput(k, 2 * runs, [&](int, int) { return SafexRun({"/bin/true"}); });
+    double sx = bench::Throughput(k, 2 * runs, [&](int, int) { return SafexRun({"/bin/true"}); });
     std::printf("%-12d %12.2f %12.2f\n", k, raw, sx);
   }
   std::string cleanup = AuditDir();

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/bench_util.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
 #include "supervisor/serve/client.h"
@@ -40,11 +41,6 @@ constexpr int kMaxConcurrent = 4;
 std::string Dir() { return "/var/tmp/safex-serve-bench-" + std::to_string(getpid()); }
 std::string Socket() { return Dir() + "/safex.sock"; }
 std::string PolicyDir() { return Dir() + "/policies"; }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -104,27 +100,6 @@ Rss ReadRss(pid_t pid) {
     if (line.starts_with("RssFile:")) r.file = value();
   }
   return r;
-}
-
-template <typename Fn>
-double Throughput(int threads, int total, Fn one) {
-  std::atomic<int> next{0}, failed{0};
-  auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (int i; (i = next.fetch_add(1)) < total;) {
-        auto r = one();
-        if (!r.ok()) {
-          if (failed.fetch_add(1) == 0) std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
-        }
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
-  return total / s;
 }
 
 }  // namespace
@@ -212,7 +187,7 @@ int main(int argc, char** argv) {
   std::printf("serve_bench: %d runs per case, policy python-untrusted, median wall ms\n", runs);
   std::printf("%-18s %12s %14s %10s\n", "program", "safex run", "safex submit", "ratio");
   for (Case& c : cases) {
-    double r = Median(c.run), s = Median(c.submit);
+    double r = bench::Median(c.run), s = bench::Median(c.submit);
     std::printf("%-18s %12.1f %14.1f %9.3fx\n", c.name, r, s, s / r);
   }
 
@@ -220,8 +195,8 @@ int main(int argc, char** argv) {
               2 * runs, kMaxConcurrent);
   std::printf("%-12s %12s %14s\n", "concurrency", "safex run", "safex submit");
   for (int k : {1, 2, 4}) {
-    double r = Throughput(k, 2 * runs, [] { return Run({"/bin/true"}); });
-    double s = Throughput(k, 2 * runs, [] { return Submit({"/bin/true"}); });
+    double r = bench::Throughput(k, 2 * runs, [](int, int) { return Run({"/bin/true"}); });
+    double s = bench::Throughput(k, 2 * runs, [](int, int) { return Submit({"/bin/true"}); });
     std::printf("%-12d %12.2f %14.2f\n", k, r, s);
   }
 
