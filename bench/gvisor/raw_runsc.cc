@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "common/subprocess.h"
@@ -32,7 +33,8 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
   SAFEX_RETURN_IF_ERROR(gvisor::PrepareRootfs(bundle + "/rootfs", p, sources, ""));
   gvisor::OciLayout l;
   l.mount_sources = sources;
-  l.cgroups_path = "/safex/bench-raw-" + std::to_string(getpid()) + "-" + name;
+  cgroups_path = "/safex/bench-raw-" + std::to_string(getpid()) + "-" + name;
+  l.cgroups_path = cgroups_path;
   l.pids_backstop = 1024;
   SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, gvisor::BuildOciSpec(p, argv, l, {}));
   std::ofstream(bundle + "/config.json") << spec.dump(1);
@@ -41,6 +43,12 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
 
 RawBundle::~RawBundle() {
   if (!dir.empty()) gvisor::RemoveTree(dir).ok();
+  if (cgroups_path.empty()) return;
+  rmdir(("/sys/fs/cgroup" + cgroups_path).c_str());  // v2
+  std::error_code ec;
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup", ec)) {
+    rmdir((h.path().string() + cgroups_path).c_str());  // v1: one per hierarchy
+  }
 }
 
 Result<double> RawRun(const RawBundle& b, int i, bool driver_flags) {

@@ -14,10 +14,12 @@ namespace safex::bench {
 inline constexpr const char* kRunsc = "/usr/local/bin/runsc";
 
 // Made once per (plan, argv); runsc creates and removes its own cgroup from the spec's resources
-// on each run (its usual mode).
+// on each run (its usual mode). runsc does not always manage the removal (seen after failed
+// runs), so the destructor removes the cgroup in every hierarchy too.
 struct RawBundle {
   std::string dir;
   std::string bundle;
+  std::string cgroups_path;
   Status Make(const plan::Plan& p, const std::vector<std::string>& argv, const std::string& name);
   ~RawBundle();
 };
