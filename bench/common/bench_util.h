@@ -2,12 +2,17 @@
 // per second. Header-only (bench/ programs are small and built on demand).
 #pragma once
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
+
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
 
 namespace safex::bench {
 
@@ -38,6 +43,24 @@ double Throughput(int threads, int total, Fn one) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
   return total / s;
+}
+
+// Runs argv (no shell; stdio on /dev/null) and returns its wall time in ms; an error unless it
+// exits 0.
+inline Result<double> TimedRun(const std::vector<std::string>& argv) {
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  SpawnOptions so;
+  so.argv = argv;
+  so.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, devnull.get()}};
+  auto t0 = std::chrono::steady_clock::now();
+  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!st || !st->exited || st->code != 0) {
+    return Status::Internal(argv[1] + " failed with " + std::to_string(st ? st->ShellCode() : -1));
+  }
+  return ms;
 }
 
 }  // namespace safex::bench

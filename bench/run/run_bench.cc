@@ -46,20 +46,7 @@ Result<double> SafexRun(const std::vector<std::string>& program) {
                                    AuditDir() + "/audit.key",
                                    "--"};
   argv.insert(argv.end(), program.begin(), program.end());
-  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
-  SpawnOptions so;
-  so.argv = argv;
-  so.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, devnull.get()}};
-  auto t0 = Clock::now();
-  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
-  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (!st || !st->exited || st->code != 0) {
-    return Status::Internal("safex run failed: " + (st && st->exited
-                                                        ? "exit " + std::to_string(st->code)
-                                                        : std::string("killed by a signal")));
-  }
-  return ms;
+  return bench::TimedRun(argv);
 }
 
 }  // namespace

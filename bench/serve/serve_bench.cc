@@ -48,26 +48,11 @@ bool WriteFile(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-Result<double> Timed(const std::vector<std::string>& argv) {
-  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
-  SpawnOptions so;
-  so.argv = argv;
-  so.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, devnull.get()}};
-  auto t0 = Clock::now();
-  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
-  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  if (!st || !st->exited || st->code != 0) {
-    return Status::Internal(argv[1] + " failed with " + std::to_string(st ? st->ShellCode() : -1));
-  }
-  return ms;
-}
-
 Result<double> Submit(const std::vector<std::string>& program) {
   std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "submit",           "--socket", Socket(),
                                    "--policy",         "python-untrusted", "--"};
   argv.insert(argv.end(), program.begin(), program.end());
-  return Timed(argv);
+  return bench::TimedRun(argv);
 }
 
 Result<double> Run(const std::vector<std::string>& program) {
@@ -83,7 +68,7 @@ Result<double> Run(const std::vector<std::string>& program) {
                                    Dir() + "/run-state",
                                    "--"};
   argv.insert(argv.end(), program.begin(), program.end());
-  return Timed(argv);
+  return bench::TimedRun(argv);
 }
 
 // VmRSS and RssAnon/RssFile of a process, in KiB.
