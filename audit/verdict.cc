@@ -5,7 +5,7 @@
 namespace safex::audit {
 namespace {
 
-constexpr std::array<VerdictInfo, 11> kVerdicts = {{
+constexpr std::array<VerdictInfo, 12> kVerdicts = {{
     {Verdict::kOk, "ok", "exited 0 and every validator accepted the output"},
     {Verdict::kNonzeroExit, "nonzero-exit", "exited with a non-zero status or died of a signal"},
     {Verdict::kTimeout, "timeout", "the wall-clock limit fired"},
@@ -14,6 +14,8 @@ constexpr std::array<VerdictInfo, 11> kVerdicts = {{
     {Verdict::kPidsLimit, "pids-limit", "the process-count limit fired"},
     {Verdict::kOutputLimit, "output-limit", "stdout + stderr exceeded the output cap"},
     {Verdict::kValidatorRejected, "validator-rejected", "an output validator rejected the output"},
+    {Verdict::kDeliveryFailed, "delivery-failed",
+     "the output files passed validation but could not be written to the caller's directory"},
     {Verdict::kRefused, "refused", "the request was refused; nothing ran"},
     {Verdict::kSetupError, "setup-error", "the sandbox could not be set up; nothing ran"},
     {Verdict::kInterrupted, "interrupted", "the run started but never ended (supervisor died)"},

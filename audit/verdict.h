@@ -18,6 +18,7 @@ enum class Verdict {
   kPidsLimit,          // the process-count limit fired
   kOutputLimit,        // stdout + stderr exceeded the output cap
   kValidatorRejected,  // the program finished but an output validator rejected its output
+  kDeliveryFailed,     // accepted output files could not be written to the caller's directory
   kRefused,            // the request was refused before anything ran (exit 125)
   kSetupError,         // the sandbox could not be set up; nothing of the program ran (exit 125)
   kInterrupted,        // the run started but the supervisor died before it ended (crash recovery)

@@ -135,7 +135,8 @@ void Network(const Statement& s, Diags& d, NetworkSettings& n) {
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
     if (kw.empty()) continue;
-    static const std::vector<std::string_view> kKeys = {"pool", "uplink", "manage_ip_forward"};
+    static const std::vector<std::string_view> kKeys = {"pool", "uplink", "manage_ip_forward",
+                                                        "lease_dir"};
     bool known = false;
     for (auto k : kKeys) known |= kw == k;
     if (!known) {
@@ -163,6 +164,13 @@ void Network(const Statement& s, Diags& d, NetworkSettings& n) {
         continue;
       }
       n.pool = cidr->ToString();
+    } else if (kw == "lease_dir") {
+      if (!plan::IsNormalAbsolutePath(*text)) {
+        d.Error("E092", x.assigned.span, "\"" + *text + "\" is not an absolute, normalised path",
+                "name the host-wide directory of address leases, e.g. \"/run/safex/net\"");
+        continue;
+      }
+      n.lease_dir = *text;
     } else if (!text->empty() && !plan::IsNormalAbsolutePath(*text)) {
       d.Error("E092", x.assigned.span, "\"" + *text + "\" is not an absolute, normalised path",
               "name a network namespace file such as \"/run/netns/uplink\", or \"\" for the host");
@@ -199,8 +207,8 @@ void Principals(const Statement& x, Diags& d, const std::string& kw, std::vector
       if (!name) continue;
       if (name->empty() || name->size() > 64 ||
           name->find_first_of(":/\n\t ") != std::string::npos) {
-        d.Error("E023", item.span, "\"" + *name + "\" is not a valid " +
-                                       (kw == "users" ? "user" : "group") + " name");
+        d.Error("E023", item.span,
+                "\"" + *name + "\" is not a valid " + (kw == "users" ? "user" : "group") + " name");
         continue;
       }
       p.name = *name;
@@ -212,8 +220,9 @@ void Principals(const Statement& x, Diags& d, const std::string& kw, std::vector
 void Allow(const Statement& x, Diags& d, ServiceSettings& svc) {
   if (x.head.size() != 2 || x.head[1].kind != dsl::ValueKind::kString || x.has_assignment ||
       !x.has_block) {
-    d.Error("E027", x.span, "`allow` names a policy and holds a block",
-            "write `allow \"policy-name\" { users = [...]  groups = [...] }` (\"*\" = every policy)");
+    d.Error(
+        "E027", x.span, "`allow` names a policy and holds a block",
+        "write `allow \"policy-name\" { users = [...]  groups = [...] }` (\"*\" = every policy)");
     return;
   }
   AllowRule rule;
@@ -248,11 +257,33 @@ void Allow(const Statement& x, Diags& d, ServiceSettings& svc) {
 
 void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
   if (!ExpectBlock(s, d, "service")) return;
-  static const std::vector<std::string_view> kKeys = {
-      "policy_dir",      "socket",          "socket_group",   "socket_mode",  "state_dir",
-      "audit_db",        "max_concurrent",  "max_queue",      "max_connections",
-      "max_request",     "max_argv",        "max_argv_bytes", "max_stdin",    "max_input_files",
-      "max_input_bytes", "request_timeout", "drain_timeout",  "allow"};
+  static const std::vector<std::string_view> kKeys = {"policy_dir",
+                                                      "socket",
+                                                      "socket_group",
+                                                      "socket_mode",
+                                                      "state_dir",
+                                                      "audit_db",
+                                                      "max_concurrent",
+                                                      "max_queue",
+                                                      "max_connections",
+                                                      "max_request",
+                                                      "max_argv",
+                                                      "max_argv_bytes",
+                                                      "max_stdin",
+                                                      "max_input_files",
+                                                      "max_input_bytes",
+                                                      "request_timeout",
+                                                      "drain_timeout",
+                                                      "allow",
+                                                      "max_connections_per_uid",
+                                                      "max_connections_unlisted",
+                                                      "header_timeout",
+                                                      "max_buffered",
+                                                      "refusal_rate",
+                                                      "refusal_burst",
+                                                      "refusal_argv_bytes",
+                                                      "audit_reserve",
+                                                      "audit_check_interval"};
   std::set<std::string> seen;
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
@@ -286,8 +317,8 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
         d.Error("E023", v.span, "a Unix socket path must be shorter than 108 bytes");
         continue;
       }
-      (kw == "policy_dir" ? svc.policy_dir
-       : kw == "socket"   ? svc.socket
+      (kw == "policy_dir"  ? svc.policy_dir
+       : kw == "socket"    ? svc.socket
        : kw == "state_dir" ? svc.state_dir
                            : svc.audit_db) = *text;
     } else if (kw == "socket_group") {
@@ -316,6 +347,36 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
         continue;
       }
       svc.socket_mode = mode;
+    } else if (kw == "max_buffered" || kw == "audit_reserve") {
+      auto size = ReadSize(v, d, kw);
+      if (!size) continue;
+      // audit_reserve = 0 turns the reserve off; max_buffered = 0 would refuse every body.
+      if ((*size == 0 && kw == "max_buffered") || *size > (64ull << 30)) {
+        d.Error(
+            "E023", v.span,
+            "`" + kw + "` must be between " + (kw == "max_buffered" ? "1B" : "0B") + " and 64GiB");
+        continue;
+      }
+      (kw == "max_buffered" ? svc.max_buffered_bytes : svc.audit_reserve_bytes) = *size;
+    } else if (kw == "refusal_argv_bytes") {
+      auto size = ReadSize(v, d, kw);
+      if (!size) continue;
+      if (*size > (64ull << 10)) {
+        d.Error("E023", v.span, "`refusal_argv_bytes` must be at most 64KiB");
+        continue;
+      }
+      svc.refusal_argv_bytes = *size;
+    } else if (kw == "header_timeout" || kw == "audit_check_interval") {
+      auto t = ReadDuration(v, d, kw);
+      if (!t) continue;
+      const uint64_t min = kw == "header_timeout" ? 1'000'000ull : 1'000'000'000ull;
+      if (*t < min || *t > 86400'000'000'000ull) {
+        d.Error(
+            "E023", v.span,
+            "`" + kw + "` must be between " + (kw == "header_timeout" ? "1ms" : "1s") + " and 24h");
+        continue;
+      }
+      (kw == "header_timeout" ? svc.header_timeout_ns : svc.audit_check_interval_ns) = *t;
     } else if (kw == "max_request" || kw == "max_argv_bytes" || kw == "max_stdin" ||
                kw == "max_input_bytes") {
       auto size = ReadSize(v, d, kw);
@@ -338,15 +399,23 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
       }
       (kw == "request_timeout" ? svc.request_timeout_ns : svc.drain_timeout_ns) = *t;
     } else {
-      uint64_t max = kw == "max_argv" ? 65536 : kw == "max_input_files" ? 10000 : 4096;
-      uint64_t min = kw == "max_queue" || kw == "max_input_files" ? 0 : 1;
+      uint64_t max = kw == "max_argv"          ? 65536
+                     : kw == "max_input_files" ? 10000
+                     : kw == "refusal_rate"    ? 60000
+                                               : 4096;
+      uint64_t min =
+          kw == "max_queue" || kw == "max_input_files" || kw == "max_connections_unlisted" ? 0 : 1;
       auto n = ReadInteger(v, d, kw, min, max);
       if (!n) continue;
-      (kw == "max_concurrent"    ? svc.max_concurrent
-       : kw == "max_queue"       ? svc.max_queue
-       : kw == "max_connections" ? svc.max_connections
-       : kw == "max_argv"        ? svc.max_argv
-                                 : svc.max_input_files) = static_cast<uint32_t>(*n);
+      (kw == "max_concurrent"             ? svc.max_concurrent
+       : kw == "max_queue"                ? svc.max_queue
+       : kw == "max_connections"          ? svc.max_connections
+       : kw == "max_connections_per_uid"  ? svc.max_connections_per_uid
+       : kw == "max_connections_unlisted" ? svc.max_connections_unlisted
+       : kw == "refusal_rate"             ? svc.refusal_rate_per_minute
+       : kw == "refusal_burst"            ? svc.refusal_burst
+       : kw == "max_argv"                 ? svc.max_argv
+                                          : svc.max_input_files) = static_cast<uint32_t>(*n);
     }
   }
 }

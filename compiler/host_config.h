@@ -33,11 +33,15 @@ inline constexpr const char* kDefaultHostConfigPath = "/etc/safex/host.policy";
 // Per-run networks for plans that grant egress (drivers/net; docs/network.md).
 //   network {
 //     pool = "198.18.128.0/17"       # IPv4 range for the runs' links, one /30 per run
-//     uplink = "/run/netns/uplink"   # namespace that carries permitted traffic on ("" = the host's)
-//     manage_ip_forward = true       # turn forwarding on in the uplink when a run needs it
+//     uplink = "/run/netns/uplink"   # namespace that carries permitted traffic on ("" = the
+//     host's) manage_ip_forward = true       # turn forwarding on in the uplink when a run needs it
+//     lease_dir = "/run/safex/net"   # the host's address leases: one place for every instance
 //   }
 struct NetworkSettings {
   std::string pool = "198.18.128.0/17";
+  // Host-wide, never per instance: `safex run` and every `safex serve` (whatever its state dir)
+  // lease addresses from the same directory, so no two runs on the host get the same address.
+  std::string lease_dir = "/run/safex/net";
   std::string uplink_netns;
   bool manage_ip_forward = true;
 };
@@ -48,24 +52,31 @@ struct NetworkSettings {
 //     socket = "/run/safex/safex.sock"
 //     socket_group = "safex"               # group owning the socket (name or number); "" = root's
 //     socket_mode = "0660"                 # octal; no execute bits
-//     state_dir = "/run/safex"             # sandbox state of the runs (as `safex run --state-root`)
-//     audit_db = "/var/lib/safex/audit.db"
-//     max_concurrent = 4                   # runs at once (worker threads)
-//     max_queue = 16                       # accepted requests waiting for a worker; full -> 503
-//     max_connections = 64                 # open client connections; more are closed at once
-//     max_request = 8MiB                   # request body (Content-Length) cap
-//     max_argv = 256   max_argv_bytes = 64KiB
-//     max_stdin = 1MiB                     # decoded
+//     state_dir = "/run/safex"             # sandbox state of the runs (as `safex run
+//     --state-root`) audit_db = "/var/lib/safex/audit.db" max_concurrent = 4                   #
+//     runs at once (worker threads) max_queue = 16                       # accepted requests
+//     waiting for a worker; full -> 503 max_connections = 64                 # open client
+//     connections; more are closed at once max_request = 8MiB                   # request body
+//     (Content-Length) cap max_argv = 256   max_argv_bytes = 64KiB max_stdin = 1MiB # decoded
 //     max_input_files = 64   max_input_bytes = 4MiB   # decoded, all files together
 //     request_timeout = 10s                # a request must arrive whole within this (slowloris)
+//     header_timeout = 2s                  # ... and its head (request line + headers) within this
+//     max_connections_per_uid = 8          # open connections of any one uid
+//     max_connections_unlisted = 4         # of all callers that no allow rule names, together
+//     max_buffered = 64MiB                 # request bodies held in memory, all connections
+//     refusal_rate = 60   refusal_burst = 20   # refusals recorded one by one per uid (per minute);
+//                                          # more are counted and recorded as one summary
+//     refusal_argv_bytes = 4KiB            # argv kept in a refusal's record (digest of the rest)
+//     audit_reserve = 256MiB               # below this much free space refusals are only counted
+//     audit_check_interval = 10m           # full integrity check of the audit log
 //     drain_timeout = 30s                  # SIGTERM: runs may finish this long, then are killed
 //     allow "python-untrusted" { users = ["alice", 1001]  groups = ["ci"] }
 //     allow "*" { users = ["root"] }       # "*": every policy in policy_dir
 //   }
 // Nothing is allowed unless an `allow` rule says so (root included).
 struct Principal {
-  std::string name;             // a user or group name, resolved when the daemon starts
-  std::optional<uint32_t> id;   // set when written as a number
+  std::string name;            // a user or group name, resolved when the daemon starts
+  std::optional<uint32_t> id;  // set when written as a number
 };
 
 struct AllowRule {
@@ -91,6 +102,15 @@ struct ServiceSettings {
   uint32_t max_input_files = 64;
   uint64_t max_input_bytes = 4ull << 20;
   uint64_t request_timeout_ns = 10'000'000'000ull;
+  uint64_t header_timeout_ns = 2'000'000'000ull;
+  uint32_t max_connections_per_uid = 8;
+  uint32_t max_connections_unlisted = 4;
+  uint64_t max_buffered_bytes = 64ull << 20;
+  uint32_t refusal_rate_per_minute = 60;
+  uint32_t refusal_burst = 20;
+  uint64_t refusal_argv_bytes = 4096;
+  uint64_t audit_reserve_bytes = 256ull << 20;
+  uint64_t audit_check_interval_ns = 600'000'000'000ull;
   uint64_t drain_timeout_ns = 30'000'000'000ull;
   std::vector<AllowRule> allow;
 };

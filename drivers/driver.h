@@ -25,11 +25,11 @@ using OutputCollector = std::function<void(const plan::Mount& mount, int dirfd)>
 
 // What the caller asks to run under a (verified) plan.
 struct RunRequest {
-  std::string run_id;                // unique, [a-z0-9-]; names per-run resources
-  std::vector<std::string> argv;     // passed verbatim to execve inside the sandbox; never a shell
+  std::string run_id;             // unique, [a-z0-9-]; names per-run resources
+  std::vector<std::string> argv;  // passed verbatim to execve inside the sandbox; never a shell
   std::optional<std::string> stdin_data;  // bytes fed to stdin; /dev/null when absent
-  std::string input_dir;             // host dir for the plan's kInput mount ("" if none)
-  OutputCollector collect_output;    // may be empty: outputs are then discarded
+  std::string input_dir;                  // host dir for the plan's kInput mount ("" if none)
+  OutputCollector collect_output;         // may be empty: outputs are then discarded
   // Cancellation: set non-zero (from any thread) to stop the run early, e.g. the supervisor was
   // told to stop (the value is the signal it got; drivers only test for non-zero). The driver
   // then kills the sandbox, tears everything down as it always does and returns a RunResult with
@@ -56,11 +56,11 @@ struct RunResult {
   LimitHit limit = LimitHit::kNone;
   std::string limit_detail;  // e.g. "fork failed with EAGAIN 31 times at pids = 32"
   uint64_t wall_ns = 0;
-  uint64_t cpu_ns = 0;       // user + system CPU of the sandboxed code (cgroup accounting)
+  uint64_t cpu_ns = 0;  // user + system CPU of the sandboxed code (cgroup accounting)
   uint64_t peak_memory_bytes = 0;
   CapturedStream stdout_stream;
   CapturedStream stderr_stream;
-  std::string backend_mode;  // e.g. "gvisor/systrap/network=none", "microvm/tcg"
+  std::string backend_mode;    // e.g. "gvisor/systrap/network=none", "microvm/tcg"
   uint64_t denied_egress = 0;  // packets dropped by the run's egress rules
 
   // The backend's own error when the program could not be started inside a sandbox that was set
@@ -89,6 +89,11 @@ class Driver {
   // Checks that the backend can run on this host right now (binary present and working, cgroups
   // writable, ...). A non-ok status means every run on this backend is refused with its message.
   virtual Status Probe() = 0;
+
+  // Refuses, before anything exists, a request this backend cannot carry faithfully (e.g. argv
+  // bytes its runtime's configuration format cannot hold). The supervisor calls it before the
+  // run's start event, so such a request is a refusal, not a setup error. Cheap and pure.
+  virtual Status CheckRequest(const plan::Plan& plan, const RunRequest& request) const;
 
   // Runs one request in a fresh sandbox and destroys it, leaving nothing behind (processes,
   // cgroups, mounts, namespaces, state, temp dirs) whatever happens.

@@ -4,18 +4,25 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace safex::cli {
 
 // check, compile, explain, fmt, diff: policy authoring (cli_policy.cc). Unprivileged.
 void RegisterPolicyCommands(CLI::App& app, int* exit_code);
+// The program of `run` and `submit`: everything after the command line's first "--"
+// (cli_args.h), set before CLI11 parses the rest. nullopt: there was no "--".
+using ProgramArgv = std::optional<std::vector<std::string>>;
+
 // run: one sandboxed run (cli_run.cc). Root.
-void RegisterRunCommand(CLI::App& app, int* exit_code);
+void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* program);
 // audit list|show|verify|checkpoint|export (cli_audit.cc).
 void RegisterAuditCommands(CLI::App& app, int* exit_code);
 // serve: the host service on a Unix socket (cli_serve.cc). Root.
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 // submit: one run through the service (cli_submit.cc).
-void RegisterSubmitCommand(CLI::App& app, int* exit_code);
+void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* program);
 
 }  // namespace safex::cli

@@ -19,6 +19,7 @@
 #include "supervisor/network.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
+#include "supervisor/sweep.h"
 
 namespace safex::cli {
 namespace {
@@ -131,7 +132,7 @@ int DoRun(const RunFlags& f) {
   supervisor::RunReport refusal;
   auto refuse = [&](const std::string& why) {
     refusal.reason = why;
-    supervisor::Runner::RecordRefusal(**log, spec, &refusal);
+    supervisor::Runner::RecordRefusal(**log, spec, &refusal).ok();  // said in the reason
     return Report(refusal, f.json);
   };
   refusal.run_id = audit::NewRunId();
@@ -145,9 +146,25 @@ int DoRun(const RunFlags& f) {
   auto host = compiler::LoadHostConfigFile(f.host_config);
   if (!host.ok()) return refuse("host config: " + host.status().message());
 
+  // Runs of owners that died (a SIGKILLed `safex run`, a crash) are closed before this one
+  // starts: their sandboxes removed, their audit rows ended as interrupted (supervisor/sweep.h).
+  // What cannot be cleaned is said, and stays for the next sweep; this run goes ahead (it shares
+  // nothing with them).
+  const drivers::net::NetworkConfig network = supervisor::NetworkConfigFrom(host->network);
+  {
+    supervisor::SweepOptions sweep;
+    sweep.records_dir = supervisor::RecordsDirFor(f.audit_db);
+    sweep.audit_db = f.audit_db;
+    sweep.runsc_path = f.runsc;
+    sweep.network = network;
+    supervisor::SweepReport swept;
+    Status st = supervisor::SweepDeadRuns(sweep, **log, &swept);
+    if (!st.ok()) WriteAll(STDERR_FILENO, "safex: warning: " + st.message() + "\n");
+  }
+
   auto prepared = supervisor::PreparePlan(f.policy, f.search_path, host->ceilings, &refusal);
   if (!prepared.ok()) {
-    supervisor::Runner::RecordRefusal(**log, spec, &refusal);
+    supervisor::Runner::RecordRefusal(**log, spec, &refusal).ok();  // said in the reason
     return Report(refusal, f.json);
   }
 
@@ -157,8 +174,7 @@ int DoRun(const RunFlags& f) {
   options.ceilings = host->ceilings;
   options.records_dir = supervisor::RecordsDirFor(f.audit_db);
   options.audit_db = f.audit_db;
-  options.network_provider = supervisor::MakeNetworkProvider(
-      supervisor::NetworkConfigFrom(host->network, f.state_root), host->ceilings);
+  options.network_provider = supervisor::MakeNetworkProvider(network, host->ceilings);
   supervisor::Runner runner(std::move(options));
   supervisor::RunReport report = runner.Execute(*prepared, spec, **log);
   return Report(report, f.json);
@@ -166,11 +182,13 @@ int DoRun(const RunFlags& f) {
 
 }  // namespace
 
-void RegisterRunCommand(CLI::App& app, int* exit_code) {
+void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* program) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* run = app.add_subcommand("run", "Run a program in a fresh sandbox under a policy (root)");
+  CLI::App* run =
+      app.add_subcommand("run", "Run a program in a fresh sandbox under a policy (root)");
   run->add_option("--policy", flags->policy, "Policy file (.policy)")->required();
-  run->add_option("--input", flags->input, "Directory mounted read-only at the policy's input mount");
+  run->add_option("--input", flags->input,
+                  "Directory mounted read-only at the policy's input mount");
   run->add_option("--output", flags->output,
                   "Directory that receives the validated files of the policy's output mount");
   run->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
@@ -181,8 +199,18 @@ void RegisterRunCommand(CLI::App& app, int* exit_code) {
   run->add_option("--audit-key", flags->audit_key, "Checkpoint signing key");
   run->add_option("--state-root", flags->state_root, "Directory for per-run sandbox state");
   run->add_option("--runsc", flags->runsc, "runsc binary");
-  run->add_option("argv", flags->argv, "The program and its arguments, after --")->required();
-  run->callback([flags, exit_code] { *exit_code = DoRun(*flags); });
+  run->footer(
+      "The program and its arguments follow \"--\": safex run [OPTIONS] -- PROGRAM [ARGS...]");
+  run->callback([flags, exit_code, program] {
+    if (!program->has_value() || (*program)->empty()) {
+      std::cerr << "safex run: give the program after \"--\": safex run --policy P -- PROGRAM "
+                   "[ARGS...]\n";
+      *exit_code = 2;
+      return;
+    }
+    flags->argv = **program;
+    *exit_code = DoRun(*flags);
+  });
 }
 
 }  // namespace safex::cli

@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/unique_fd.h"
 #include "supervisor/cli.h"
@@ -107,13 +106,37 @@ Status ReadInputDir(const std::string& dir, std::vector<serve::InputFile>* out) 
 
 int Refuse(const std::string& why, bool as_json) {
   if (as_json) {
-    json j = {{"verdict", "refused"}, {"exit_status", supervisor::kExitRefused},
-              {"reason", why}, {"run_id", ""}};
+    json j = {{"verdict", "refused"},
+              {"exit_status", supervisor::kExitRefused},
+              {"reason", why},
+              {"run_id", ""}};
     WriteAll(STDOUT_FILENO, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
   } else {
     WriteAll(STDERR_FILENO, "safex: refused: " + why + "\n");
   }
   return supervisor::kExitRefused;
+}
+
+// The request was sent whole but no complete answer came: the program may have run, may still
+// be running, or may not have started. Said as such, with its own exit status, never as a
+// refusal ("nothing ran").
+int UnknownOutcome(const std::string& socket, const std::string& run_id, bool as_json) {
+  std::string why =
+      "the connection to the service at " + socket + " ended before the result arrived; ";
+  why += run_id.empty()
+             ? "the request may or may not have run"
+             : "run " + run_id + " was admitted and may have run: look it up with `safex audit " +
+                   "show " + run_id + "` or GET /v1/runs/" + run_id;
+  if (as_json) {
+    json j = {{"verdict", "unknown"},
+              {"exit_status", supervisor::kExitUnknownOutcome},
+              {"reason", why},
+              {"run_id", run_id}};
+    WriteAll(STDOUT_FILENO, j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  } else {
+    WriteAll(STDERR_FILENO, "safex: outcome unknown: " + why + "\n");
+  }
+  return supervisor::kExitUnknownOutcome;
 }
 
 std::string StreamBytes(const json& stream) {
@@ -152,13 +175,18 @@ int DoSubmit(const SubmitFlags& f) {
   }
   auto body = serve::EncodeSubmitRequest(req);
   if (!body.ok()) return Refuse(body.status().message(), f.json);
-  auto resp = serve::HttpCall(f.socket, "POST", "/v1/runs", *body);
+  // The service names the run at admission (a 102 interim response), so that a connection lost
+  // afterwards is an unknown outcome of a known run, never a "refused" for a run that went on.
+  serve::HttpCallOptions call;
+  call.headers = {"Prefer: safex-run-id"};
+  auto resp = serve::HttpCall(f.socket, "POST", "/v1/runs", *body, call);
   if (!resp.ok()) return Refuse(resp.status().message(), f.json);
+  if (!resp->complete) return UnknownOutcome(f.socket, resp->run_id, f.json);
   json j = json::parse(resp->body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("exit_status") ||
       !j["exit_status"].is_number_integer()) {
-    return Refuse("the service answered HTTP " + std::to_string(resp->status) +
-                      " without a result", f.json);
+    return Refuse("the service answered HTTP " + std::to_string(resp->status) + " without a result",
+                  f.json);
   }
   int exit_status = j["exit_status"].get<int>();
   if (exit_status < 0 || exit_status > 255) exit_status = supervisor::kExitRefused;
@@ -175,8 +203,8 @@ int DoSubmit(const SubmitFlags& f) {
   std::string verdict = Str(j, "verdict");
   if (verdict != "ok" && verdict != "nonzero-exit") {
     std::string line = "safex: " + (verdict.empty() ? std::string("refused") : verdict);
-    if (auto it = j.find("limits_fired"); it != j.end() && it->is_array() && !it->empty() &&
-                                          (*it)[0].is_string()) {
+    if (auto it = j.find("limits_fired");
+        it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
       line += " (limit: " + (*it)[0].get<std::string>() + ")";
     }
     std::string reason = Str(j, "reason");
@@ -190,7 +218,7 @@ int DoSubmit(const SubmitFlags& f) {
 
 }  // namespace
 
-void RegisterSubmitCommand(CLI::App& app, int* exit_code) {
+void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* program) {
   auto flags = std::make_shared<SubmitFlags>();
   CLI::App* cmd = app.add_subcommand("submit", "Run a program through the safex service");
   cmd->add_option("--policy", flags->policy, "Policy name (from the service's policy directory)")
@@ -200,8 +228,19 @@ void RegisterSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--input", flags->input,
                   "Flat directory of plain files that becomes the run's input directory");
   cmd->add_flag("--json", flags->json, "Print one JSON object describing the run");
-  cmd->add_option("argv", flags->argv, "The program and its arguments, after --")->required();
-  cmd->callback([flags, exit_code] { *exit_code = DoSubmit(*flags); });
+  cmd->footer(
+      "The program and its arguments follow \"--\": safex submit [OPTIONS] -- PROGRAM [ARGS...]");
+  cmd->callback([flags, exit_code, program] {
+    if (!program->has_value() || (*program)->empty()) {
+      WriteAll(STDERR_FILENO,
+               "safex submit: give the program after \"--\": safex submit --policy P -- PROGRAM "
+               "[ARGS...]\n");
+      *exit_code = 2;
+      return;
+    }
+    flags->argv = **program;
+    *exit_code = DoSubmit(*flags);
+  });
 }
 
 }  // namespace safex::cli

@@ -1,22 +1,32 @@
 // safex: run untrusted code under a verified policy. See docs/architecture.md.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "supervisor/cli.h"
+#include "supervisor/cli_args.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"safex: run untrusted code under a verified policy", "safex"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "safex 0.1.0");
   int exit_code = 0;
+  // Security: the program's argv is cut off before CLI11 sees anything (cli_args.h).
+  safex::cli::SplitCommandLine split = safex::cli::SplitAtSeparator(argc, argv);
+  const std::string verb = safex::cli::VerbOf(split.safex_args);
+  if (split.program && !safex::cli::VerbTakesProgram(verb)) {
+    std::fprintf(stderr, "safex%s%s: takes no program after \"--\" (only run and submit do)\n",
+                 verb.empty() ? "" : " ", verb.c_str());
+    return 2;  // usage error
+  }
   safex::cli::RegisterPolicyCommands(app, &exit_code);
-  safex::cli::RegisterRunCommand(app, &exit_code);
+  safex::cli::RegisterRunCommand(app, &exit_code, &split.program);
   safex::cli::RegisterAuditCommands(app, &exit_code);
   safex::cli::RegisterServeCommand(app, &exit_code);
-  safex::cli::RegisterSubmitCommand(app, &exit_code);
+  safex::cli::RegisterSubmitCommand(app, &exit_code, &split.program);
+  // CLI11 takes the arguments without the program name, last first.
+  std::vector<std::string> args(split.safex_args.rbegin(), split.safex_args.rend() - 1);
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -26,32 +26,32 @@ class RunNetworkAdapter : public drivers::RunNetworkHandle {
 
 }  // namespace
 
-drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings,
-                                              const std::string& state_root) {
+drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings) {
   drivers::net::NetworkConfig c;
   c.pool_cidr = settings.pool;
   c.uplink_netns = settings.uplink_netns;
   c.manage_ip_forward = settings.manage_ip_forward;
-  c.state_dir = state_root + "/net";
+  c.state_dir = settings.lease_dir;
   return c;
 }
 
 drivers::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
                                              plan::Ceilings ceilings,
                                              drivers::net::Resolver resolver) {
-  return [config = std::move(config), ceilings = std::move(ceilings),
-          resolver = std::move(resolver)](const plan::Plan& plan, const std::string& run_id)
-             -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
-    SAFEX_RETURN_IF_ERROR(drivers::net::ValidateNetworkConfig(config));
-    // Names are resolved now, when the run starts, and every answer judged; the sandbox gets the
-    // answers through its own /etc/hosts and can reach no DNS server.
-    auto resolved = drivers::net::ResolveEgress(plan.network.egress, ceilings, resolver);
-    if (!resolved.ok()) return resolved.status().With("egress refused");
-    auto net = drivers::net::RunNetwork::Create(config, run_id, *resolved);
-    if (!net.ok()) return net.status().With("run network");
-    return std::unique_ptr<drivers::RunNetworkHandle>(
-        std::make_unique<RunNetworkAdapter>(std::move(net).value()));
-  };
+  return
+      [config = std::move(config), ceilings = std::move(ceilings), resolver = std::move(resolver)](
+          const plan::Plan& plan,
+          const std::string& run_id) -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+        SAFEX_RETURN_IF_ERROR(drivers::net::ValidateNetworkConfig(config));
+        // Names are resolved now, when the run starts, and every answer judged; the sandbox gets
+        // the answers through its own /etc/hosts and can reach no DNS server.
+        auto resolved = drivers::net::ResolveEgress(plan.network.egress, ceilings, resolver);
+        if (!resolved.ok()) return resolved.status().With("egress refused");
+        auto net = drivers::net::RunNetwork::Create(config, run_id, *resolved);
+        if (!net.ok()) return net.status().With("run network");
+        return std::unique_ptr<drivers::RunNetworkHandle>(
+            std::make_unique<RunNetworkAdapter>(std::move(net).value()));
+      };
 }
 
 }  // namespace safex::supervisor

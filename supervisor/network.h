@@ -11,9 +11,10 @@
 
 namespace safex::supervisor {
 
-// The operator's network settings as the network module takes them.
-drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings,
-                                              const std::string& state_root);
+// The operator's network settings as the network module takes them. The address leases live in
+// settings.lease_dir, the same for every safex process on the host (never below an instance's
+// state root: two instances with their own leases handed out the same address).
+drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings);
 
 // A provider that resolves with `resolver` (the system's by default) when each run starts.
 drivers::NetworkProvider MakeNetworkProvider(

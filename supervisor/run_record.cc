@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace safex::supervisor {
 namespace {
@@ -67,7 +66,8 @@ Result<std::string> ReadSmall(int fd, const std::string& path) {
 std::string RecordsDirFor(const std::string& audit_db) {
   if (audit_db.empty() || audit_db == ":memory:") return "";
   size_t slash = audit_db.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : audit_db.substr(0, slash));
+  std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : audit_db.substr(0, slash));
   return (dir == "/" ? "" : dir) + "/runs";
 }
 
@@ -104,23 +104,18 @@ Result<RunRecord> RunRecord::Create(const std::string& dir, const RunRecordInfo&
   std::string text = j.dump() + "\n";
 
   const std::string final_path = dir + "/" + info.run_id + kSuffix;
-  const std::string tmp_path = dir + "/." + info.run_id + ".tmp";
-  UniqueFd fd(open(tmp_path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) return Status::Errno("open", tmp_path, errno);
-  // Locked before it has its real name: recovery never sees an unlocked record of a live run.
-  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    int err = errno;
-    unlink(tmp_path.c_str());
-    return Status::Errno("flock", tmp_path, err);
-  }
-  Status st_write = WriteAllFd(fd.get(), text, tmp_path);
-  if (st_write.ok() && fsync(fd.get()) != 0) st_write = Status::Errno("fsync", tmp_path, errno);
-  if (st_write.ok() && rename(tmp_path.c_str(), final_path.c_str()) != 0) {
-    st_write = Status::Errno("rename", final_path, errno);
-  }
-  if (!st_write.ok()) {
-    unlink(tmp_path.c_str());
-    return st_write;
+  // Locked before it has a name (an unnamed O_TMPFILE, flock'ed, written, then linked into place):
+  // a concurrent sweep never sees an unlocked record of a live run, not even for an instant.
+  // linkat fails if the name exists: a run id is never taken twice.
+  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd) return Status::Errno("open(O_TMPFILE)", dir, errno);
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return Status::Errno("flock", final_path, errno);
+  SAFEX_RETURN_IF_ERROR(WriteAllFd(fd.get(), text, final_path));
+  if (fsync(fd.get()) != 0) return Status::Errno("fsync", final_path, errno);
+  // Security: AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (the supervisor runs as root); the fd is an
+  // unnamed file just created in the 0700 records directory.
+  if (linkat(fd.get(), "", AT_FDCWD, final_path.c_str(), AT_EMPTY_PATH) != 0) {
+    return Status::Errno("linkat", final_path, errno);
   }
   RunRecord r;
   r.path_ = final_path;
@@ -181,8 +176,9 @@ Result<std::vector<StaleRecord>> TakeStaleRecords(const std::string& dir) {
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
     if (name.starts_with(".") && name.ends_with(".tmp")) {
-      // A record that never got its name: its owner died inside Create (or is in it now; a
-      // live owner holds its lock). Nothing started under it.
+      // A record that never got its name, made by versions that wrote records under a temporary
+      // name: its owner died inside Create (a live owner holds its lock). Nothing started under
+      // it.
       UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
       if (fd && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
       continue;
@@ -191,11 +187,12 @@ Result<std::vector<StaleRecord>> TakeStaleRecords(const std::string& dir) {
     std::string run_id = name.substr(0, name.size() - std::strlen(kSuffix));
     if (!ValidRecordRunId(run_id)) continue;
     UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) continue;  // gone meanwhile: its run ended
+    if (!fd) continue;                                      // gone meanwhile: its run ended
     if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live owner holds it
     // The owner may have finished (unlink, then unlock) between our open and our flock: only a
     // record still linked under its name is stale.
-    struct stat by_fd {}, by_name {};
+    struct stat by_fd {
+    }, by_name{};
     if (fstat(fd.get(), &by_fd) != 0 || lstat(path.c_str(), &by_name) != 0 ||
         by_fd.st_ino != by_name.st_ino || by_fd.st_dev != by_name.st_dev) {
       continue;

@@ -3,11 +3,12 @@
 //
 // Before a run's start event is written, its owner (a `safex run` process or the daemon) creates
 // <records_dir>/<run-id>.run, a small JSON file, and holds an flock on it for the whole run; it
-// unlinks the file after the end event has committed. The file is written under a temporary name,
-// locked, fsync'ed and renamed into place, so a record under its final name is always complete
-// and locked from its first instant. A record whose lock can be taken belongs to a process that
-// died: its run (if the audit log shows it started and never ended) is closed as interrupted, and
-// the things it names (an input directory the daemon made for it) are removed.
+// unlinks the file after the end event has committed. The file is created unnamed (O_TMPFILE),
+// locked, written, fsync'ed and then linked into place, so a record under its final name is always
+// complete and locked from its first instant, and no sweep can take it while it is made. A record
+// whose lock can be taken belongs to a process that died: its run (if the audit log shows it
+// started and never ended) is closed as interrupted, and the things it names (an input directory
+// the daemon made for it) are removed.
 //
 // The records live beside the audit log they refer to (<dir of audit db>/runs), so that every
 // writer of one log, CLI or daemon, shares one records directory.
@@ -24,10 +25,10 @@ namespace safex::supervisor {
 
 struct RunRecordInfo {
   std::string run_id;
-  int64_t pid = 0;           // the owner, for people reading the file (the lock is the proof)
-  std::string audit_db;      // the log the run's events go to
-  std::string state_root;    // where the driver keeps the run's sandbox state
-  std::string input_dir;     // a directory made for this run alone, removed by recovery ("": none)
+  int64_t pid = 0;         // the owner, for people reading the file (the lock is the proof)
+  std::string audit_db;    // the log the run's events go to
+  std::string state_root;  // where the driver keeps the run's sandbox state
+  std::string input_dir;   // a directory made for this run alone, removed by recovery ("": none)
   int64_t start_ns = 0;
 };
 

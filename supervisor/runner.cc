@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "audit/audited_run.h"
+#include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "compiler/compiler.h"
 #include "drivers/gvisor/gvisor_driver.h"
@@ -19,6 +20,7 @@
 #include "supervisor/input_stage.h"
 #include "supervisor/output/escape.h"
 #include "supervisor/output/report_json.h"
+#include "supervisor/private_dir.h"
 #include "supervisor/run_record.h"
 
 namespace safex::supervisor {
@@ -41,7 +43,8 @@ const plan::Mount* FindMount(const plan::Plan& p, plan::MountKind kind) {
 // links on the caller's behalf into places they did not name).
 Status CheckDirectory(const std::string& path, const char* what) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return Status::Errno(std::string("lstat ") + what, path, errno);
+  if (lstat(path.c_str(), &st) != 0)
+    return Status::Errno(std::string("lstat ") + what, path, errno);
   if (!S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument(std::string(what) + " " + path + " is not a directory");
   }
@@ -76,7 +79,36 @@ void AppendFindings(const output::ValidationReport& report,
   }
 }
 
+// The state root exists, only we can change it, and its private directory is ours alone
+// (supervisor/private_dir.h). Cheap: a handful of syscalls per run.
+Status PrepareStateRoot(const std::string& state_root) {
+  if (mkdir(state_root.c_str(), 0755) != 0 && errno != EEXIST) {
+    return Status::Errno("mkdir", state_root, errno);
+  }
+  SAFEX_RETURN_IF_ERROR(CheckTrustedDir(state_root));
+  return EnsurePrivateDir(PrivateRootFor(state_root));
+}
+
+// Drivers return Status, but a library they use may still throw (nlohmann::json, std::bad_alloc):
+// nothing crosses this boundary. The driver's RAII has torn the sandbox down by the time the
+// exception reaches here; the run ends as a setup error with its end event, never as an abort
+// that leaves mounts, cgroups and a `running` audit row behind.
+Result<drivers::RunResult> RunDriver(drivers::Driver& driver, const plan::Plan& plan,
+                                     const drivers::RunRequest& request) {
+  try {
+    return driver.Run(plan, request);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string(driver.name()) + " driver failed: " + e.what());
+  } catch (...) {
+    return Status::Internal(std::string(driver.name()) + " driver failed with an unknown error");
+  }
+}
+
 }  // namespace
+
+std::string StagedInputPath(const std::string& state_root, const std::string& run_id) {
+  return PrivateRootFor(state_root) + "/input-" + run_id;
+}
 
 Result<PreparedPlan> PreparePlan(const std::string& policy_path,
                                  const std::vector<std::string>& search_path,
@@ -159,24 +191,45 @@ Result<drivers::Driver*> Runner::DriverFor(plan::Backend backend) {
   return raw;
 }
 
-void Runner::RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunReport* report) {
+Status Runner::RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunReport* report,
+                             uint64_t max_argv_bytes) {
   audit::Refusal r;
   r.run_id = report->run_id;
   r.requester = spec.requester;
   r.policy_name = report->policy_name;
   r.policy_source_digest = report->policy_source_digest;
   r.plan_digest = report->plan_digest;
-  r.argv = spec.argv;
   r.reason = report->reason.empty() ? "refused" : report->reason;
+  uint64_t total = 0;
+  for (const std::string& a : spec.argv) total += a.size();
+  if (max_argv_bytes == 0 || total <= max_argv_bytes) {
+    r.argv = spec.argv;
+  } else {
+    uint64_t kept = 0;
+    for (const std::string& a : spec.argv) {
+      if (kept + a.size() > max_argv_bytes) break;
+      kept += a.size();
+      r.argv.push_back(a);
+    }
+    Sha256Hasher whole;
+    for (const std::string& a : spec.argv) {
+      whole.Update(std::to_string(a.size()) + ":");  // length-prefixed: no two argvs collide
+      whole.Update(a);
+    }
+    r.reason += " [argv cut for the record: " + std::to_string(r.argv.size()) + " of " +
+                std::to_string(spec.argv.size()) + " arguments, " + std::to_string(kept) + " of " +
+                std::to_string(total) + " bytes kept; SHA-256 of the whole argv " +
+                "(each argument as <length>:<bytes>) " + whole.FinishHex() + "]";
+  }
   audit::EventRef ref;
   Status st = log.RecordRefusal(r, &ref);
   if (!st.ok()) {
     report->reason += " (and the refusal could not be recorded: " + st.message() + ")";
   }
+  return st;
 }
 
-RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
-                          audit::AuditLog& log) {
+RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec, audit::AuditLog& log) {
   const plan::Plan& plan = prepared.plan;
   RunReport report;
   report.run_id = spec.run_id.empty() ? audit::NewRunId() : spec.run_id;
@@ -189,7 +242,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     report.verdict = v;
     report.exit_status = kExitRefused;
     report.reason = why;
-    RecordRefusal(log, spec, &report);
+    RecordRefusal(log, spec, &report).ok();  // the reason says when it could not be recorded
     return report;
   };
 
@@ -219,17 +272,6 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     return refuse(Verdict::kRefused, "validators: " + validators.status().message());
   }
 
-  // The input is a read-only snapshot of the caller's directory (supervisor/input_stage.h).
-  std::optional<StagedInput> staged_input;
-  if (!spec.input_dir.empty()) {
-    InputLimits limits;
-    limits.max_bytes = plan.limits.disk_bytes;
-    auto staged = StagedInput::Create(spec.input_dir,
-                                      options_.state_root + "/input-" + report.run_id, limits);
-    if (!staged.ok()) return refuse(Verdict::kRefused, "input: " + staged.status().message());
-    staged_input = std::move(staged).value();
-  }
-
   // 2. The backend named by the plan, and nothing else.
   auto driver = DriverFor(plan.backend);
   if (!driver.ok()) return refuse(Verdict::kRefused, driver.status().message());
@@ -237,12 +279,27 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     return refuse(Verdict::kRefused, "backend unavailable: " + st.message());
   }
 
+  // What the driver will be asked to run; the backend refuses what it cannot carry faithfully
+  // before anything exists (no record, no start event, nothing to clean up).
+  drivers::RunRequest request;
+  request.run_id = report.run_id;
+  request.argv = spec.argv;
+  request.stdin_data = spec.stdin_data;
+  request.cancel = spec.cancel;
+  if (Status st = (*driver)->CheckRequest(plan, request); !st.ok()) {
+    return refuse(Verdict::kRefused, st.message());
+  }
+
   auto cancelled = [&spec]() {
     return spec.cancel != nullptr ? spec.cancel->load(std::memory_order_relaxed) : 0;
   };
   if (int sig = cancelled(); sig != 0) {
-    return refuse(Verdict::kRefused, "interrupted before the run started (signal " +
-                                         std::to_string(sig) + ")");
+    return refuse(Verdict::kRefused,
+                  "interrupted before the run started (signal " + std::to_string(sig) + ")");
+  }
+
+  if (Status st = PrepareStateRoot(options_.state_root); !st.ok()) {
+    return refuse(Verdict::kRefused, "state root: " + st.message());
   }
 
   // The owner record: from before the start event until after the end event, so that a crash
@@ -263,6 +320,19 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
     record = std::move(created).value();
   }
 
+  // The input is a read-only snapshot of the caller's directory (supervisor/input_stage.h), made
+  // after the record exists (a crash from here on is found and its snapshot removed) and below
+  // the state root's private directory, which no other host user can traverse.
+  std::optional<StagedInput> staged_input;
+  if (!spec.input_dir.empty()) {
+    InputLimits limits;
+    limits.max_bytes = plan.limits.disk_bytes;
+    auto staged = StagedInput::Create(spec.input_dir,
+                                      StagedInputPath(options_.state_root, report.run_id), limits);
+    if (!staged.ok()) return refuse(Verdict::kRefused, "input: " + staged.status().message());
+    staged_input = std::move(staged).value();
+  }
+
   // 3-6. Start event, run, validation, end event.
   audit::RunStart start;
   start.run_id = report.run_id;
@@ -276,17 +346,13 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
   start.start_time_ns = NowNs();
 
   output::OutputFiles files(*validators, plan.outputs);
+  output::Delivery delivery;  // the files delivered to spec.output_dir, until the end is recorded
   auto run = [&]() -> audit::RunEnd {
     audit::RunEnd end;
-    drivers::RunRequest request;
-    request.run_id = report.run_id;
-    request.argv = spec.argv;
-    request.stdin_data = spec.stdin_data;
     request.input_dir = staged_input ? staged_input->path() : "";
     request.collect_output = [&files](const plan::Mount& m, int dirfd) { files.Collect(m, dirfd); };
-    request.cancel = spec.cancel;
 
-    auto result = (*driver)->Run(plan, request);
+    auto result = RunDriver(**driver, plan, request);
     end.end_time_ns = NowNs();
     if (!result.ok()) {
       report.verdict = Verdict::kSetupError;
@@ -305,12 +371,12 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
 
     // What came out is checked whatever the verdict: a run killed at its deadline still has its
     // secrets redacted before anyone sees its partial output.
-    report.stdout_report = validators->ValidateStream(
-        plan::ValidatorTarget::kStdout, r.stdout_stream.data, r.stdout_stream.total_bytes,
-        r.stdout_stream.truncated);
-    report.stderr_report = validators->ValidateStream(
-        plan::ValidatorTarget::kStderr, r.stderr_stream.data, r.stderr_stream.total_bytes,
-        r.stderr_stream.truncated);
+    report.stdout_report =
+        validators->ValidateStream(plan::ValidatorTarget::kStdout, r.stdout_stream.data,
+                                   r.stdout_stream.total_bytes, r.stdout_stream.truncated);
+    report.stderr_report =
+        validators->ValidateStream(plan::ValidatorTarget::kStderr, r.stderr_stream.data,
+                                   r.stderr_stream.total_bytes, r.stderr_stream.truncated);
     report.files = output::OutputFilesToJson(files);
     const output::Finding* rejection = report.stdout_report->rejection();
     if (rejection == nullptr) rejection = report.stderr_report->rejection();
@@ -322,8 +388,18 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
         report.verdict = Verdict::kValidatorRejected;
       }
     } else if (output_dir.valid()) {
-      if (Status st = files.WriteAccepted(output_dir.get()); !st.ok()) {
-        report.reason = "output files could not be delivered: " + st.message();
+      // All or nothing (output/delivery.h); a failed delivery is its own verdict where nothing
+      // more important (a limit) already is, and always said in the reason.
+      auto delivered = files.Deliver(output_dir.get());
+      if (delivered.ok()) {
+        delivery = std::move(delivered).value();
+      } else {
+        report.reason = "output files could not be delivered to " + spec.output_dir + ": " +
+                        delivered.status().message();
+        end.error = report.reason;
+        if (report.verdict == Verdict::kOk || report.verdict == Verdict::kNonzeroExit) {
+          report.verdict = Verdict::kDeliveryFailed;
+        }
       }
     }
     report.exit_status = ExitStatusOf(report.verdict, r);
@@ -358,11 +434,16 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec,
   audit::AuditFailure failure = audit::AuditFailure::kBeforeRun;
   auto end = audit::RunAudited(log, start, run, &failure);
   if (!end.ok()) {
-    report.verdict = failure == audit::AuditFailure::kBeforeRun ? Verdict::kRefused
-                                                                : Verdict::kSetupError;
+    report.verdict =
+        failure == audit::AuditFailure::kBeforeRun ? Verdict::kRefused : Verdict::kSetupError;
     report.exit_status = kExitRefused;
     report.reason = end.status().message();
-    // The result is withheld: nothing the program produced is shown without its record.
+    // The result is withheld: nothing the program produced is shown without its record, and
+    // files already delivered are taken back.
+    if (Status rb = delivery.Rollback(); !rb.ok()) {
+      report.reason +=
+          " (and the delivered output files could not all be removed: " + rb.message() + ")";
+    }
     report.result.reset();
     report.stdout_report.reset();
     report.stderr_report.reset();

@@ -16,11 +16,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
 #include "drivers/driver.h"
@@ -34,7 +33,7 @@
 namespace safex::supervisor {
 
 struct RunnerOptions {
-  std::string state_root = "/run/safex";          // per-run private dirs, runsc state
+  std::string state_root = "/run/safex";  // per-run private dirs, runsc state
   std::string runsc_path = "/usr/local/bin/runsc";
   std::string cgroup_parent = "safex";
   plan::Ceilings ceilings = plan::DefaultCeilings();
@@ -111,7 +110,12 @@ class Runner {
   RunReport Execute(const PreparedPlan& prepared, const RunSpec& spec, audit::AuditLog& log);
 
   // Records a refusal of a request that never got as far as a plan (bad policy, busy service).
-  static void RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunReport* report);
+  // `max_argv_bytes` (0: no bound) bounds the argv kept in the record: whole arguments are kept
+  // while they fit, and the recorded reason says how many were cut and gives the SHA-256 of the
+  // whole argv (refusals of hostile callers must not fill the log). Returns the log's error when
+  // the refusal could not be recorded; report->reason then says so too.
+  static Status RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunReport* report,
+                              uint64_t max_argv_bytes = 0);
 
  private:
   Result<drivers::Driver*> DriverFor(plan::Backend backend);
@@ -120,6 +124,9 @@ class Runner {
   std::mutex mu_;
   std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers_;  // guarded by mu_
 };
+
+// Where Execute snapshots a run's input: <state_root>/private/input-<run id> (private_dir.h).
+std::string StagedInputPath(const std::string& state_root, const std::string& run_id);
 
 // The one-object JSON form of a report (`safex run --json`, the daemon's response body).
 nlohmann::json ReportToJson(const RunReport& report);

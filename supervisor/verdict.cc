@@ -7,10 +7,14 @@ namespace safex::supervisor {
 Verdict VerdictOf(const drivers::RunResult& r) {
   using drivers::LimitHit;
   switch (r.limit) {
-    case LimitHit::kWallTime: return Verdict::kTimeout;
-    case LimitHit::kCpuTime: return Verdict::kCpuLimit;
-    case LimitHit::kMemory: return Verdict::kMemoryLimit;
-    case LimitHit::kOutput: return Verdict::kOutputLimit;
+    case LimitHit::kWallTime:
+      return Verdict::kTimeout;
+    case LimitHit::kCpuTime:
+      return Verdict::kCpuLimit;
+    case LimitHit::kMemory:
+      return Verdict::kMemoryLimit;
+    case LimitHit::kOutput:
+      return Verdict::kOutputLimit;
     // pids, open files and disk limits make a syscall fail inside the sandbox; the program decides
     // what to do about it. It is only the run's verdict when the program then failed.
     case LimitHit::kPids:
@@ -27,14 +31,23 @@ Verdict VerdictOf(const drivers::RunResult& r) {
 
 int ExitStatusOf(Verdict v, const drivers::RunResult& r) {
   switch (v) {
-    case Verdict::kTimeout: return kExitTimeout;
-    case Verdict::kCpuLimit: return 128 + SIGXCPU;  // what a kernel RLIMIT_CPU kill reports
-    case Verdict::kMemoryLimit: return 128 + SIGKILL;
-    case Verdict::kOutputLimit: return kExitOutputLimit;
-    case Verdict::kValidatorRejected: return kExitValidatorRejected;
+    case Verdict::kTimeout:
+      return kExitTimeout;
+    case Verdict::kCpuLimit:
+      return 128 + SIGXCPU;  // what a kernel RLIMIT_CPU kill reports
+    case Verdict::kMemoryLimit:
+      return 128 + SIGKILL;
+    case Verdict::kOutputLimit:
+      return kExitOutputLimit;
+    case Verdict::kValidatorRejected:
+      return kExitValidatorRejected;
+    case Verdict::kDeliveryFailed:
+      return kExitDeliveryFailed;
     case Verdict::kRefused:
-    case Verdict::kSetupError: return kExitRefused;
-    case Verdict::kInterrupted: return kExitInterrupted;
+    case Verdict::kSetupError:
+      return kExitRefused;
+    case Verdict::kInterrupted:
+      return kExitInterrupted;
     case Verdict::kOk:
     case Verdict::kNonzeroExit:
     case Verdict::kPidsLimit:

@@ -14,12 +14,14 @@ using audit::Verdict;
 using audit::VerdictName;
 
 // Exit statuses (design.md, "Command line"):
-inline constexpr int kExitTimeout = 124;            // as timeout(1)
-inline constexpr int kExitRefused = 125;            // refused or setup error: nothing ran
+inline constexpr int kExitTimeout = 124;  // as timeout(1)
+inline constexpr int kExitRefused = 125;  // refused or setup error: nothing ran
 inline constexpr int kExitNotExecutable = 126;
 inline constexpr int kExitNotFound = 127;
 inline constexpr int kExitValidatorRejected = 122;  // ran, but what came out was rejected
 inline constexpr int kExitOutputLimit = 123;        // ran, stopped at the output cap
+inline constexpr int kExitDeliveryFailed = 121;     // ran, its output files were not delivered
+inline constexpr int kExitUnknownOutcome = 120;     // submit: admitted, but the answer was lost
 inline constexpr int kExitInterrupted = 130;        // supervisor interrupted (128 + SIGINT)
 
 // The verdict of a run that ended (driver result, before output validation).

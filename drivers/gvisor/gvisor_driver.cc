@@ -17,14 +17,18 @@
 #include <set>
 #include <thread>
 
+#include "common/owner_lock.h"
+#include "common/persistent_state.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
+#include "common/utf8.h"
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/run_dir.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
+#include "drivers/gvisor/stdio_files.h"
 
 namespace safex::drivers {
 namespace {
@@ -109,6 +113,18 @@ Status WriteWholeFile(const std::string& path, const std::string& content) {
   return Status::Ok();
 }
 
+// The bundle's config.json. nlohmann::json throws on strings that are not UTF-8; CheckRequest
+// refuses such argv and env up front, and anything else that slips through is an error here, never
+// an exception across the driver boundary.
+Result<std::string> SpecText(const nlohmann::json& spec) {
+  try {
+    return spec.dump(1);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("gvisor: the OCI spec cannot be written: ") +
+                                   e.what());
+  }
+}
+
 Status MakeDir(const std::string& path, mode_t mode) {
   if (mkdir(path.c_str(), mode) != 0) return Status::Errno("mkdir", path, errno);
   return Status::Ok();
@@ -132,8 +148,8 @@ bool DirEmpty(const std::string& path) { return DirEntries(path).empty(); }
 
 // Whether every entry of `dir` is one that Run() makes in a run's private directory.
 bool LooksLikeRunDir(const std::string& dir) {
-  static const std::set<std::string> kRunEntries = {"owner.lock", "bundle", "state", "out",
-                                                    "input-empty"};
+  static const std::set<std::string> kRunEntries = {"owner.lock", "bundle",      "state",
+                                                    "out",        "input-empty", "stdio"};
   for (const std::string& n : DirEntries(dir)) {
     if (kRunEntries.count(n) == 0) return false;
   }
@@ -184,6 +200,7 @@ struct RunState {
   std::string state_dir;
   PrivateDir dir;
   UniqueFd owner_lock;                   // flock'ed for the whole run (see CleanupStale)
+  gvisor::StdioFiles stdio;              // the program's stdout and stderr (stdio_files.h)
   std::vector<TmpfsMount> outputs;       // one per kOutput mount
   std::vector<size_t> output_mount_idx;  // plan mount index of each output
   cgroup::RunCgroup cg;
@@ -263,6 +280,7 @@ struct RunState {
     if (net) Note("network teardown", net->Teardown());
     net.reset();
     if (cg.valid()) Note("cgroup removal", cg.Destroy());
+    Note("unmount stdio", stdio.Close());
     for (TmpfsMount& m : outputs) Note("unmount " + m.path(), m.Unmount());
     Note("removing " + dir.path(), dir.Remove());
   }
@@ -359,8 +377,28 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   return r;
 }
 
+Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req) const {
+  SAFEX_RETURN_IF_ERROR(Driver::CheckRequest(plan, req));
+  for (size_t i = 0; i < req.argv.size(); ++i) {
+    if (!IsValidUtf8(req.argv[i])) {
+      return Status::InvalidArgument(
+          "argv[" + std::to_string(i) +
+          "] is not valid UTF-8; the gvisor backend passes argv through runsc's JSON "
+          "configuration, which cannot carry those bytes faithfully (the microvm backend can)");
+    }
+  }
+  for (const auto& [name, value] : plan.env) {
+    if (!IsValidUtf8(name) || !IsValidUtf8(value)) {
+      return Status::InvalidArgument("environment variable " + name +
+                                     " is not valid UTF-8 (the gvisor backend cannot carry it)");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& req) {
   // ---- 0. Refuse what cannot be run faithfully, before anything exists.
+  SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
   if (plan.backend != plan::Backend::kGvisor) {
     return Status::InvalidArgument("gvisor driver given a plan for backend " +
                                    std::string(plan::BackendName(plan.backend)));
@@ -401,11 +439,9 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   // ---- 1. The run's private directory, its fresh root and its output tmpfs mounts.
   SAFEX_ASSIGN_OR_RETURN(s.dir, PrivateDir::Create(options_.state_root, req.run_id));
   const std::string base = s.dir.path();
-  s.owner_lock.Reset(
-      open((base + "/owner.lock").c_str(), O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!s.owner_lock || flock(s.owner_lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    return Status::Errno("lock", base + "/owner.lock", errno);
-  }
+  // Locked from its first instant (common/owner_lock.h): CleanupStale of another process never
+  // takes a live run's directory.
+  SAFEX_ASSIGN_OR_RETURN(s.owner_lock, CreateOwnerLock(base));
   const std::string bundle = base + "/bundle";
   const std::string rootfs = bundle + "/rootfs";
   s.state_dir = base + "/state";
@@ -491,7 +527,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   layout.network_none = !wants_network;
   SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec,
                          gvisor::BuildOciSpec(plan, req.argv, layout, seccomp_opts));
-  SAFEX_RETURN_IF_ERROR(WriteWholeFile(bundle + "/config.json", spec.dump(1)));
+  SAFEX_ASSIGN_OR_RETURN(std::string spec_text, SpecText(spec));
+  SAFEX_RETURN_IF_ERROR(WriteWholeFile(bundle + "/config.json", spec_text));
 
   // ---- 5. Pipes and `runsc run`.
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
@@ -502,12 +539,13 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
     in_pipe = std::move(p);
     SAFEX_RETURN_IF_ERROR(SetNonBlocking(in_pipe->write.get()));
   }
-  SAFEX_ASSIGN_OR_RETURN(Pipe out_pipe, MakePipe());
-  SAFEX_ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
+  // The program's stdout and stderr are files on a capped tmpfs, not pipes: a write to a host
+  // pipe inside gVisor can come back short and lose the rest (stdio_files.h).
+  SAFEX_RETURN_IF_ERROR(MakeDir(base + "/stdio", 0700));
+  SAFEX_ASSIGN_OR_RETURN(s.stdio, gvisor::StdioFiles::Create(base + "/stdio", lim.output_bytes));
   SAFEX_ASSIGN_OR_RETURN(Pipe log_pipe, MakePipe());
   SAFEX_ASSIGN_OR_RETURN(Pipe diag_pipe, MakePipe());
-  for (int fd :
-       {out_pipe.read.get(), err_pipe.read.get(), log_pipe.read.get(), diag_pipe.read.get()}) {
+  for (int fd : {log_pipe.read.get(), diag_pipe.read.get()}) {
     SAFEX_RETURN_IF_ERROR(SetNonBlocking(fd));
   }
 
@@ -542,8 +580,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
             {1, diag_pipe.write.get()},
             {2, diag_pipe.write.get()},
             {kRunscStdinFd, in_pipe ? in_pipe->read.get() : devnull.get()},
-            {kRunscStdoutFd, out_pipe.write.get()},
-            {kRunscStderrFd, err_pipe.write.get()},
+            {kRunscStdoutFd, s.stdio.child_stdout()},
+            {kRunscStderrFd, s.stdio.child_stderr()},
             {kRunscLogFd, log_pipe.write.get()}};
   so.new_session = true;  // no controlling terminal for runsc or anything it starts
   so.netns_fd = s.net ? s.net->netns_fd() : -1;
@@ -560,8 +598,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(s.runsc, Subprocess::Spawn(so));
   // Only the child holds the write ends now: EOF arrives once every process of the run is gone.
   if (in_pipe) in_pipe->read.Reset();
-  out_pipe.write.Reset();
-  err_pipe.write.Reset();
+  s.stdio.CloseChildEnds();
   log_pipe.write.Reset();
   diag_pipe.write.Reset();
   devnull.Reset();
@@ -573,8 +610,13 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   const std::string stdin_data = req.stdin_data.value_or("");
   size_t stdin_off = 0;
   if (in_pipe && stdin_data.empty()) in_pipe->write.Reset();
-  UniqueFd* readers[4] = {&out_pipe.read, &err_pipe.read, &log_pipe.read, &diag_pipe.read};
+  UniqueFd no_fd;  // stdout and stderr are read from s.stdio, not through readers[0..1]
+  UniqueFd* readers[4] = {&no_fd, &no_fd, &log_pipe.read, &diag_pipe.read};
   std::vector<char> buf(64 * 1024);
+  auto read_stdio = [&]() {
+    return s.stdio.Read(
+        [&](int which, std::string_view bytes) { capture.Add(which, bytes.data(), bytes.size()); });
+  };
 
   auto drain = [&](int which) {
     // Reads what is available now (bounded per call, so one stream cannot starve the others).
@@ -625,13 +667,15 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   auto next_poll = start + options_.poll_interval;
   while (!s.runsc.reaped()) {
     std::vector<pollfd> pfds;
-    std::vector<int> kinds;  // 0..3 readers, 4 stdin, 5 pidfd
+    std::vector<int> kinds;  // 0..3 readers, 4 stdin, 5 pidfd, 6 stdout/stderr written
     for (int i = 0; i < 4; ++i) {
       if (readers[i]->valid()) {
         pfds.push_back({readers[i]->get(), POLLIN, 0});
         kinds.push_back(i);
       }
     }
+    pfds.push_back({s.stdio.notify_fd(), POLLIN, 0});
+    kinds.push_back(6);
     if (in_pipe && in_pipe->write.valid()) {
       pfds.push_back({in_pipe->write.get(), POLLOUT, 0});
       kinds.push_back(4);
@@ -661,6 +705,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
         if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdin_off >= stdin_data.size()) {
           in_pipe->write.Reset();
         }
+      } else if (k == 6) {
+        read_stdio();
       } else {
         s.runsc.TryWait().ok();
       }
@@ -688,6 +734,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
 
   // ---- 7. Every process of the run is gone (or is made so now); drain what they wrote.
   s.StopSandbox(options_.kill_grace);
+  while (!capture.exceeded() && read_stdio()) {
+  }
   auto drain_until = Clock::now() + std::chrono::milliseconds(2000);
   while (Clock::now() < drain_until) {
     std::vector<pollfd> pfds;
@@ -824,62 +872,103 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   return result;
 }
 
-Status GvisorDriver::CleanupStale(int* cleaned) {
-  if (cleaned != nullptr) *cleaned = 0;
-  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+// Removes one stale run directory's contents: the runsc container, the run's cgroup (and any
+// process still in it), the tmpfs mounts the driver made below it, then the directory.
+// REQUIRES: the run's owner is dead (its lock taken by the caller, or known from a run record).
+Status GvisorDriver::CleanRunDir(const Ready& ready, const std::string& name,
+                                 const std::string& dir) {
   std::string errors;
   auto note = [&](const std::string& what, const Status& st) {
     if (st.ok()) return;
     errors += (errors.empty() ? "" : "; ") + what + ": " + st.ToString();
   };
+  if (!name.starts_with("probe-")) {
+    const std::string state = dir + "/state";
+    bool has_state = false;
+    for (const std::string& n : DirEntries(state)) has_state = has_state || n.ends_with(".state");
+    if (has_state) {
+      auto d = RunTool({options_.runsc_path, "--root=" + state, "delete", "--force", name},
+                       std::chrono::milliseconds(10000));
+      if (!d.ok()) note("runsc delete " + name, d.status());
+    }
+    auto cg = ready.cgroups.Adopt(options_.cgroup_parent, name);
+    if (cg.ok()) {
+      note("cgroup " + name, cg->Destroy());
+    } else if (cg.status().code() != Status::Code::kNotFound) {
+      note("cgroup " + name, cg.status());
+    }
+    std::vector<std::string> mounts;
+    for (const std::string& n : DirEntries(dir + "/out")) mounts.push_back(dir + "/out/" + n);
+    mounts.push_back(dir + "/stdio");
+    for (const std::string& m : mounts) {
+      // Security: only mounts the driver made below its own state root are unmounted here.
+      if (umount2(m.c_str(), UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT) {
+        if (umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL) {
+          note("umount " + m, Status::Errno("umount2", m, errno));
+        }
+      }
+    }
+  }
+  note("remove " + dir, gvisor::RemoveTree(dir));
+  if (!errors.empty()) return Status::Internal(errors);
+  return Status::Ok();
+}
+
+Status GvisorDriver::CleanupStale(int* cleaned) {
+  if (cleaned != nullptr) *cleaned = 0;
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  std::string errors;
   for (const std::string& name : DirEntries(options_.state_root)) {
     const std::string dir = options_.state_root + "/" + name;
     struct stat st;
     if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     bool probe = name.starts_with("probe-");
     if (!probe && !ValidRunId(name)) continue;  // not ours
+    if (IsPersistentEntry(name)) continue;      // kept on purpose (common/persistent_state.h)
     // Other components keep their own directories under the same root (e.g. drivers/net's
     // "net", whose slot records must outlive this cleanup): only a directory holding nothing but
     // what Run() creates there is a run directory.
     if (!probe && !LooksLikeRunDir(dir)) continue;
-    UniqueFd lock(open((dir + "/owner.lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (lock) {
-      if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live run owns it
-    } else {
-      // No lock file: either a run between mkdir and creating its lock (microseconds), or a
-      // crash right there. Only old directories are taken for stale.
+    UniqueFd lock;
+    OwnerState owner = ProbeOwner(dir, &lock);
+    if (owner == OwnerState::kAlive) continue;  // a live run owns it
+    if (owner == OwnerState::kNoLock) {
+      // No lock file: a crash between mkdir and creating the (already locked) lock file. Only
+      // old directories are taken for stale.
       if (time(nullptr) - st.st_mtime < 60) continue;
     }
-    if (!probe) {
-      const std::string state = dir + "/state";
-      bool has_state = false;
-      for (const std::string& n : DirEntries(state)) has_state = has_state || n.ends_with(".state");
-      if (has_state) {
-        auto d = RunTool({options_.runsc_path, "--root=" + state, "delete", "--force", name},
-                         std::chrono::milliseconds(10000));
-        if (!d.ok()) note("runsc delete " + name, d.status());
-      }
-      auto cg = ready.cgroups.Adopt(options_.cgroup_parent, name);
-      if (cg.ok()) {
-        note("cgroup " + name, cg->Destroy());
-      } else if (cg.status().code() != Status::Code::kNotFound) {
-        note("cgroup " + name, cg.status());
-      }
-      for (const std::string& n : DirEntries(dir + "/out")) {
-        std::string m = dir + "/out/" + n;
-        // Security: only mounts the driver made below its own state root are unmounted here.
-        if (umount2(m.c_str(), UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT) {
-          if (umount2(m.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL) {
-            note("umount " + m, Status::Errno("umount2", m, errno));
-          }
-        }
-      }
+    Status st_clean = CleanRunDir(ready, name, dir);
+    if (!st_clean.ok()) {
+      errors += (errors.empty() ? "" : "; ") + name + ": " + st_clean.message();
+    } else if (cleaned != nullptr) {
+      ++*cleaned;
     }
-    Status rm = gvisor::RemoveTree(dir);
-    note("remove " + dir, rm);
-    if (rm.ok() && cleaned != nullptr) ++*cleaned;
   }
   if (!errors.empty()) return Status::Internal("gvisor cleanup: " + errors);
+  return Status::Ok();
+}
+
+Status GvisorDriver::CleanupStaleRun(const std::string& run_id, bool* cleaned) {
+  if (cleaned != nullptr) *cleaned = false;
+  if (!ValidRunId(run_id)) return Status::Ok();  // no run can have that id: nothing of ours
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  const std::string dir = options_.state_root + "/" + run_id;
+  struct stat st;
+  if (lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    UniqueFd lock;
+    if (ProbeOwner(dir, &lock) == OwnerState::kAlive) return Status::Ok();
+    SAFEX_RETURN_IF_ERROR(CleanRunDir(ready, run_id, dir).With("gvisor cleanup of " + run_id));
+    if (cleaned != nullptr) *cleaned = true;
+    return Status::Ok();
+  }
+  // No directory: a cgroup can still be left when a removal stopped half-way.
+  auto cg = ready.cgroups.Adopt(options_.cgroup_parent, run_id);
+  if (cg.ok()) {
+    SAFEX_RETURN_IF_ERROR(cg->Destroy().With("gvisor cleanup of cgroup " + run_id));
+    if (cleaned != nullptr) *cleaned = true;
+  } else if (cg.status().code() != Status::Code::kNotFound) {
+    return cg.status().With("gvisor cleanup of cgroup " + run_id);
+  }
   return Status::Ok();
 }
 

@@ -95,6 +95,11 @@ class GvisorDriver : public Driver {
   // pids, cpu writable under cgroup_parent, state_root creatable. Unavailable otherwise.
   Status Probe() override;
 
+  // Besides the common checks: every argv string and environment value must be UTF-8. The
+  // program reaches runsc through the OCI config.json, a JSON file, and runsc's decoder replaces
+  // invalid bytes with U+FFFD: the program would get argv it was not given. Refused instead.
+  Status CheckRequest(const plan::Plan& plan, const RunRequest& request) const override;
+
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
 
   // Crash recovery (the daemon calls it at start): removes what the runs of a supervisor that
@@ -103,6 +108,11 @@ class GvisorDriver : public Driver {
   // live process (it holds an flock on <run dir>/owner.lock for the whole run) is left alone.
   // `cleaned` gets the number of run directories removed.
   Status CleanupStale(int* cleaned = nullptr);
+  // The same for one run whose owner is known to be dead (a durable run record whose lock is
+  // free): its directory is taken even without a lock file, and a cgroup left without a
+  // directory is removed. A run whose owner.lock is held is still left alone. `cleaned`:
+  // something was removed.
+  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr);
 
   // After a successful Probe: "0.0~20240729.0" and the cgroup version in use.
   std::string runsc_version() const;
@@ -115,6 +125,7 @@ class GvisorDriver : public Driver {
     cgroup::CgroupHost cgroups;
   };
   Result<Ready> EnsureReady();
+  Status CleanRunDir(const Ready& ready, const std::string& name, const std::string& dir);
 
   GvisorOptions options_;
   mutable std::mutex mu_;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/owner_lock.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
@@ -134,24 +135,6 @@ class RunDir {
   std::string path_;
 };
 
-// Creates <dir>/owner.lock already locked: an O_TMPFILE is flock'ed, then linked into place, so
-// that no CleanupStale can ever find the lock file of a live run unlocked. Held (the returned fd)
-// for the whole run; never inherited (close-on-exec, and the VMM's fds are an explicit map).
-Result<UniqueFd> LockRunDir(const std::string& dir) {
-  UniqueFd fd(open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd) return Status::Errno("open(O_TMPFILE)", dir, errno).With("microvm: owner lock");
-  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    return Status::Errno("flock", dir, errno).With("microvm: owner lock");
-  }
-  std::string path = dir + "/owner.lock";
-  // Security: AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (the driver runs as root); the fd is an
-  // unnamed file just created in the run's own 0700 directory.
-  if (linkat(fd.get(), "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH) != 0) {
-    return Status::Errno("linkat", path, errno).With("microvm: owner lock");
-  }
-  return fd;
-}
-
 std::vector<std::string> DirNames(const std::string& dir) {
   std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
@@ -194,10 +177,9 @@ static Status CleanOneRun(const cgroup::CgroupHost& host, const MicrovmOptions& 
   bool has_dir = lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   UniqueFd lock;  // held while cleaning: a run id is never reused, but be exact
   if (has_dir) {
-    lock.Reset(open((dir + "/owner.lock").c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
-    if (lock) {
-      if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) return Status::Ok();  // a live run
-    } else if (!owner_dead) {
+    OwnerState owner = ProbeOwner(dir, &lock);
+    if (owner == OwnerState::kAlive) return Status::Ok();
+    if (owner == OwnerState::kNoLock && !owner_dead) {
       // No lock: a run between mkdir and its lock (microseconds) or of an older build that may
       // still be alive. Only old directories whose VMM cgroup holds nothing are taken.
       if (time(nullptr) - st.st_mtime < kLocklessStaleAge) return Status::Ok();
@@ -357,7 +339,7 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   // CleanupStale never takes a finishing run for a dead one.
   UniqueFd owner_lock;
   RunDir run_dir(run_path);
-  SAFEX_ASSIGN_OR_RETURN(owner_lock, LockRunDir(run_path));
+  SAFEX_ASSIGN_OR_RETURN(owner_lock, CreateOwnerLock(run_path));
 
   std::vector<std::string> sources;
   std::vector<size_t> source_of_mount(plan.mounts.size(), SIZE_MAX);

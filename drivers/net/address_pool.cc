@@ -162,14 +162,16 @@ Result<AddressPool> AddressPool::Open(const std::string& pool_cidr, const std::s
   uint64_t slots = (uint64_t{1} << (32 - cidr->prefix)) / 4;
   p.slots_ = static_cast<uint32_t>(std::min<uint64_t>(slots, max_slots));
   if (p.slots_ == 0) return Status::InvalidArgument("network pool has no slots (max_slots = 0)");
-  p.dir_ = state_dir + "/slots";
+  p.dir_ = state_dir + "/leases";
   SAFEX_RETURN_IF_ERROR(MkdirAll(state_dir, 0700));
   SAFEX_RETURN_IF_ERROR(MkdirAll(p.dir_, 0700));
   return p;
 }
 
 std::string AddressPool::SlotPath(uint32_t index) const {
-  return dir_ + "/" + std::to_string(index);
+  // Named by the /30's address, not by its index in this pool: processes whose pools differ but
+  // overlap still meet on the same file for the same addresses.
+  return dir_ + "/" + Ipv4ToString(base_ + 4 * index);
 }
 
 bool AddressPool::Contains(uint32_t addr) const {

@@ -1,7 +1,8 @@
 // AddressPool: hands out one /30 of the operator's pool per run, never the same one to two live
 // runs, across threads AND processes (several `safex run` CLIs and the daemon at once).
 //
-// Mechanism: one file per slot under <state_dir>/slots/<index>, held with flock(LOCK_EX) for the
+// Mechanism: one file per slot under <state_dir>/leases/<the /30's address>, e.g.
+// leases/198.18.128.4, held with flock(LOCK_EX) for the
 // whole life of the run. flock belongs to the open file description, so the kernel drops it when
 // the owner dies, however it dies: a slot whose file is unlocked is free. The file's contents are
 // the SlotRecord of the run that holds (or held) it, written BEFORE any kernel resource of the run

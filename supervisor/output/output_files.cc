@@ -44,18 +44,29 @@ void OutputFiles::Collect(const plan::Mount& mount, int dirfd) {
   }
 }
 
+// Where a file goes below the destination: its path relative to the mount's root when the run had
+// one output mount; with several, "<mount target without the leading '/'>/<relative path>".
+std::string OutputFiles::DestinationOf(const File& f) const {
+  if (mounts_.size() <= 1) return f.relative_path;
+  const std::string target = f.mount_target == "/" ? "" : f.mount_target.substr(1);
+  return target.empty() ? f.relative_path : target + "/" + f.relative_path;
+}
+
 Status OutputFiles::WriteAccepted(int dest_dirfd, const WriteOptions& options) const {
-  const bool one_mount = mounts_.size() <= 1;
   for (const File& f : files_) {
     if (f.report.rejected) continue;
-    std::string path = f.relative_path;
-    if (!one_mount) {
-      const std::string target = f.mount_target == "/" ? "" : f.mount_target.substr(1);
-      path = target.empty() ? path : target + "/" + path;
-    }
-    SAFEX_RETURN_IF_ERROR(WriteFileBeneath(dest_dirfd, path, f.report.delivered, options));
+    SAFEX_RETURN_IF_ERROR(
+        WriteFileBeneath(dest_dirfd, DestinationOf(f), f.report.delivered, options));
   }
   return Status::Ok();
+}
+
+Result<Delivery> OutputFiles::Deliver(int dest_dirfd, const DeliveryOptions& options) const {
+  std::vector<DeliveryItem> items;
+  for (const File& f : files_) {
+    if (!f.report.rejected) items.push_back({DestinationOf(f), f.report.delivered});
+  }
+  return Delivery::Write(dest_dirfd, items, options);
 }
 
 }  // namespace safex::output

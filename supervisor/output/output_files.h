@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "plan/plan.h"
 #include "supervisor/output/collect.h"
+#include "supervisor/output/delivery.h"
 #include "supervisor/output/stream_validator.h"
 
 namespace safex::output {
@@ -60,7 +61,14 @@ class OutputFiles {
   // The caller decides whether to call it at all when rejected() (the supervisor does not).
   Status WriteAccepted(int dest_dirfd, const WriteOptions& options = {}) const;
 
+  // The same, all or nothing (delivery.h): every destination name is checked before any file is
+  // written, and what was written is removed again on failure. The returned Delivery can be
+  // rolled back later (the run's end event could not be recorded).
+  Result<Delivery> Deliver(int dest_dirfd, const DeliveryOptions& options = {}) const;
+
  private:
+  std::string DestinationOf(const File& f) const;
+
   const ValidatorSet& validators_;
   plan::OutputCollection caps_;
   CollectOptions options_;

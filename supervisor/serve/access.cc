@@ -70,13 +70,30 @@ Result<AccessControl> AccessControl::Create(const std::vector<compiler::AllowRul
   return ac;
 }
 
+namespace {
+
+bool RuleNames(const std::set<uint32_t>& uids, const std::set<uint32_t>& gids,
+               const Caller& caller) {
+  if (uids.count(caller.uid) > 0 || gids.count(caller.gid) > 0) return true;
+  for (uint32_t g : caller.groups) {
+    if (gids.count(g) > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool AccessControl::Allowed(const Caller& caller, const std::string& policy) const {
   for (const Rule& r : rules_) {
     if (r.policy != "*" && r.policy != policy) continue;
-    if (r.uids.count(caller.uid) > 0 || r.gids.count(caller.gid) > 0) return true;
-    for (uint32_t g : caller.groups) {
-      if (r.gids.count(g) > 0) return true;
-    }
+    if (RuleNames(r.uids, r.gids, caller)) return true;
+  }
+  return false;
+}
+
+bool AccessControl::Named(const Caller& caller) const {
+  for (const Rule& r : rules_) {
+    if (RuleNames(r.uids, r.gids, caller)) return true;
   }
   return false;
 }

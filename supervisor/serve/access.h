@@ -29,6 +29,10 @@ class AccessControl {
   static Result<AccessControl> Create(const std::vector<compiler::AllowRule>& rules);
 
   bool Allowed(const Caller& caller, const std::string& policy) const;
+  // Whether any rule names the caller (its uid or one of its gids), for any policy. Callers named
+  // by no rule can never run anything: the service refuses them after the request head, without
+  // reading a body, and holds only a small share of its connections for them.
+  bool Named(const Caller& caller) const;
   size_t rule_count() const { return rules_.size(); }
 
  private:

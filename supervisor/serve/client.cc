@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 
 #include "common/unique_fd.h"
@@ -10,11 +11,46 @@
 
 namespace safex::serve {
 
+namespace {
+
+// The value of the first header `lower_name` in a response head ("" when absent).
+std::string HeaderValue(std::string_view head, std::string_view lower_name) {
+  size_t line = head.find("\r\n");
+  while (line != std::string_view::npos) {
+    size_t next = head.find("\r\n", line + 2);
+    std::string_view h = head.substr(
+        line + 2, next == std::string_view::npos ? std::string_view::npos : next - line - 2);
+    size_t colon = h.find(':');
+    if (colon != std::string_view::npos && colon == lower_name.size()) {
+      bool same = true;
+      for (size_t i = 0; i < colon; ++i) {
+        same = same && std::tolower(static_cast<unsigned char>(h[i])) == lower_name[i];
+      }
+      if (same) {
+        std::string_view v = h.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        return std::string(v);
+      }
+    }
+    line = next;
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<HttpResponse> ParseHttpResponse(const std::string& raw) {
   size_t pos = 0;
+  std::string interim_run_id;
   for (;;) {
     size_t end = raw.find("\r\n\r\n", pos);
-    if (end == std::string::npos) return Status::Unavailable("incomplete response from the service");
+    if (end == std::string::npos) {
+      // Cut before a final response; what an interim one said is still worth knowing.
+      HttpResponse cut;
+      cut.complete = false;
+      cut.run_id = interim_run_id;
+      return cut;
+    }
     std::string_view head(raw.data() + pos, end - pos);
     if (!head.starts_with("HTTP/1.")) return Status::Unavailable("not an HTTP response");
     size_t sp = head.find(' ');
@@ -28,19 +64,21 @@ Result<HttpResponse> ParseHttpResponse(const std::string& raw) {
       status = status * 10 + (c - '0');
     }
     size_t body_start = end + 4;
-    if (status >= 100 && status < 200) {  // interim (100 Continue): the real one follows
+    if (status >= 100 && status < 200) {  // interim (100 Continue, 102): the real one follows
+      if (std::string id = HeaderValue(head, "safex-run-id"); !id.empty()) interim_run_id = id;
       pos = body_start;
       continue;
     }
     HttpResponse r;
     r.status = status;
+    r.run_id = HeaderValue(head, "safex-run-id");
+    if (r.run_id.empty()) r.run_id = interim_run_id;
     int64_t length = -1;
     size_t line = head.find("\r\n");
     while (line != std::string_view::npos) {
       size_t next = head.find("\r\n", line + 2);
-      std::string_view h = head.substr(line + 2, next == std::string_view::npos
-                                                     ? std::string_view::npos
-                                                     : next - line - 2);
+      std::string_view h = head.substr(
+          line + 2, next == std::string_view::npos ? std::string_view::npos : next - line - 2);
       size_t colon = h.find(':');
       if (colon != std::string_view::npos) {
         std::string name(h.substr(0, colon));
@@ -65,7 +103,9 @@ Result<HttpResponse> ParseHttpResponse(const std::string& raw) {
       r.body = raw.substr(body_start);
     } else {
       if (raw.size() - body_start < static_cast<size_t>(length)) {
-        return Status::Unavailable("the service closed the connection mid-response");
+        r.complete = false;  // the service closed the connection mid-response
+        r.body.clear();
+        return r;
       }
       r.body = raw.substr(body_start, static_cast<size_t>(length));
     }
@@ -75,13 +115,14 @@ Result<HttpResponse> ParseHttpResponse(const std::string& raw) {
 
 Result<HttpResponse> HttpCall(const std::string& socket_path, const std::string& method,
                               const std::string& target, const std::string& body,
-                              uint64_t max_response_bytes) {
+                              const HttpCallOptions& options) {
   SAFEX_ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket_path));
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: safex\r\n";
   if (!body.empty() || method == "POST") {
-    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n";
+    req +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
+  for (const std::string& h : options.headers) req += h + "\r\n";
   req += "Connection: close\r\n\r\n";
   req += body;
   size_t off = 0;
@@ -95,6 +136,7 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, const std::string&
     }
     off += static_cast<size_t>(n);
   }
+  const bool sent_whole = off == req.size();
   shutdown(fd.get(), SHUT_WR);
   std::string raw;
   char buf[65536];
@@ -102,15 +144,22 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, const std::string&
     ssize_t n = recv(fd.get(), buf, sizeof(buf), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == ECONNRESET && !raw.empty()) break;
+      if (errno == ECONNRESET) break;  // what arrived is parsed; a cut is said by `complete`
       return Status::Errno("recv", socket_path, errno);
     }
     if (n == 0) break;
     raw.append(buf, static_cast<size_t>(n));
-    if (raw.size() > max_response_bytes) {
+    if (raw.size() > options.max_response_bytes) {
       return Status::ResourceExhausted("the service's response is larger than " +
-                                       std::to_string(max_response_bytes) + " bytes");
+                                       std::to_string(options.max_response_bytes) + " bytes");
     }
+  }
+  if (raw.empty()) {
+    // No answer at all. Unless the whole request went out, the service cannot have taken it.
+    if (!sent_whole) return Status::Unavailable("the service closed the connection");
+    HttpResponse none;
+    none.complete = false;
+    return none;
   }
   return ParseHttpResponse(raw);
 }

@@ -6,14 +6,22 @@ namespace safex::serve {
 
 const char* RefusalReasonName(RefusalReason r) {
   switch (r) {
-    case RefusalReason::kBadRequest: return "bad_request";
-    case RefusalReason::kForbidden: return "forbidden";
-    case RefusalReason::kUnknownPolicy: return "unknown_policy";
-    case RefusalReason::kBusy: return "busy";
-    case RefusalReason::kShuttingDown: return "shutting_down";
-    case RefusalReason::kConnections: return "connections";
-    case RefusalReason::kTimeout: return "timeout";
-    case RefusalReason::kPolicy: return "policy";
+    case RefusalReason::kBadRequest:
+      return "bad_request";
+    case RefusalReason::kForbidden:
+      return "forbidden";
+    case RefusalReason::kUnknownPolicy:
+      return "unknown_policy";
+    case RefusalReason::kBusy:
+      return "busy";
+    case RefusalReason::kShuttingDown:
+      return "shutting_down";
+    case RefusalReason::kConnections:
+      return "connections";
+    case RefusalReason::kTimeout:
+      return "timeout";
+    case RefusalReason::kPolicy:
+      return "policy";
   }
   return "other";
 }
@@ -67,6 +75,22 @@ std::string Metrics::Render() const {
   line("# HELP safex_policy_compilations_total Policies compiled (cache misses).");
   line("# TYPE safex_policy_compilations_total counter");
   line("safex_policy_compilations_total " + std::to_string(policy_compilations.load()));
+  line(
+      "# HELP safex_refusals_summarised_total Refusals over a caller's refusal rate: counted "
+      "into a summary event instead of being recorded one by one.");
+  line("# TYPE safex_refusals_summarised_total counter");
+  line("safex_refusals_summarised_total " + std::to_string(refusals_summarised.load()));
+  line("# HELP safex_refusal_summaries_total Summary events written.");
+  line("# TYPE safex_refusal_summaries_total counter");
+  line("safex_refusal_summaries_total " + std::to_string(refusal_summaries.load()));
+  line(
+      "# HELP safex_refusals_unrecorded_total Refusals the audit log could not take (answered "
+      "500 and logged).");
+  line("# TYPE safex_refusals_unrecorded_total counter");
+  line("safex_refusals_unrecorded_total " + std::to_string(refusals_unrecorded.load()));
+  line("# HELP safex_buffered_request_bytes Request bytes held in memory now.");
+  line("# TYPE safex_buffered_request_bytes gauge");
+  line("safex_buffered_request_bytes " + std::to_string(buffered_bytes.load()));
   line("# HELP safex_run_duration_seconds Wall time of a request in a worker.");
   line("# TYPE safex_run_duration_seconds histogram");
   uint64_t cumulative = 0;

@@ -16,14 +16,14 @@ namespace safex::serve {
 
 // Why a request was refused (one label value each).
 enum class RefusalReason {
-  kBadRequest,    // malformed HTTP, JSON, fields, limits (4xx)
-  kForbidden,     // the caller may not use that policy
-  kUnknownPolicy, // no such policy
-  kBusy,          // queue full
-  kShuttingDown,  // draining
-  kConnections,   // too many open connections
-  kTimeout,       // the request did not arrive in time
-  kPolicy,        // the policy or plan was refused (does not compile, exceeds ceilings, ...)
+  kBadRequest,     // malformed HTTP, JSON, fields, limits (4xx)
+  kForbidden,      // the caller may not use that policy
+  kUnknownPolicy,  // no such policy
+  kBusy,           // queue full
+  kShuttingDown,   // draining
+  kConnections,    // too many open connections
+  kTimeout,        // the request did not arrive in time
+  kPolicy,         // the policy or plan was refused (does not compile, exceeds ceilings, ...)
 };
 inline constexpr size_t kRefusalReasons = 8;
 const char* RefusalReasonName(RefusalReason r);
@@ -43,6 +43,12 @@ class Metrics {
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> connections{0};
   std::atomic<uint64_t> policy_compilations{0};
+  // Refusals counted into a summary instead of being recorded one by one (refusal_limiter.h),
+  // summaries written, and refusals that could not be recorded at all (answered 500).
+  std::atomic<uint64_t> refusals_summarised{0};
+  std::atomic<uint64_t> refusal_summaries{0};
+  std::atomic<uint64_t> refusals_unrecorded{0};
+  std::atomic<int64_t> buffered_bytes{0};
 
   std::string Render() const;
 

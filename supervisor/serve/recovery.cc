@@ -4,22 +4,17 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <set>
 
 #include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/net/run_network.h"
-#include "supervisor/run_record.h"
+#include "supervisor/private_dir.h"
+#include "supervisor/sweep.h"
 
 namespace safex::serve {
 namespace {
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// Removes `path` if it exists. Only paths built here from a state root and a run id are given.
+// Removes `path` if it exists. Only paths built here from a state root are given.
 Status RemoveIfPresent(const std::string& path, int* removed) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return Status::Ok();
@@ -30,14 +25,11 @@ Status RemoveIfPresent(const std::string& path, int* removed) {
   return Status::Ok();
 }
 
-bool IsAbsoluteClean(const std::string& p) {
-  return !p.empty() && p[0] == '/' && p.find("/../") == std::string::npos &&
-         !p.ends_with("/..") && p.find('\0') == std::string::npos;
-}
-
 }  // namespace
 
-std::string ServeInputsDir(const std::string& state_dir) { return state_dir + "/serve.inputs"; }
+std::string ServeInputsDir(const std::string& state_dir) {
+  return supervisor::PrivateRootFor(state_dir) + "/requests";
+}
 
 Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& log) {
   RecoveryReport report;
@@ -77,60 +69,31 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& 
     report.warnings.push_back("run networks not checked: " + v.message());
   }
 
-  // 3. Runs whose owner died.
-  if (!options.records_dir.empty()) {
-    auto stale = supervisor::TakeStaleRecords(options.records_dir);
-    if (!stale.ok()) {
-      note("run records", stale.status());
-    } else if (!stale->empty()) {
-      std::set<std::string> unfinished;
-      auto runs = log.UnfinishedRuns();
-      if (!runs.ok()) return runs.status().With("recovery: reading unfinished runs");
-      unfinished.insert(runs->begin(), runs->end());
-      const std::string our_db = Basename(options.audit_db);
-      for (supervisor::StaleRecord& r : *stale) {
-        const supervisor::RunRecordInfo& info = r.info;
-        if (r.readable && !info.audit_db.empty() && Basename(info.audit_db) != our_db) {
-          continue;  // another log in the same directory: its own writers recover it
-        }
-        // Leftovers named by the run id only, under the root the record names.
-        if (r.readable && IsAbsoluteClean(info.state_root)) {
-          note("input snapshot",
-               RemoveIfPresent(info.state_root + "/input-" + info.run_id,
-                               &report.input_dirs_removed));
-          note("request input",
-               RemoveIfPresent(ServeInputsDir(info.state_root) + "/" + info.run_id,
-                               &report.input_dirs_removed));
-        }
-        if (options.microvm_allowed) {
-          // Its owner is dead (the record's lock was free): whatever its microVM left goes, even a
-          // run directory without a lock file.
-          bool removed = false;
-          Status st = microvm.CleanupStaleRun(info.run_id, &removed);
-          note("microVM run " + info.run_id, st);
-          if (removed) ++report.microvm_runs_removed;
-        }
-        if (unfinished.count(info.run_id) > 0) {
-          audit::Interrupted ev;
-          ev.run_id = info.run_id;
-          ev.reason = "the process that owned this run" +
-                      (r.readable && info.pid > 0 ? " (pid " + std::to_string(info.pid) + ")"
-                                                  : std::string()) +
-                      " ended before the run did; its sandbox was removed by safex serve at start";
-          Status st = log.RecordInterrupted(ev);
-          if (!st.ok()) {
-            note("interrupted event for " + info.run_id, st);
-            continue;  // the record stays: the next start tries again
-          }
-          report.interrupted.push_back(info.run_id);
-        }
-        note("run record", supervisor::RemoveStaleRecord(r));
-        ++report.records_removed;
-      }
-    }
-  }
+  // 3. Runs whose owner died (supervisor/sweep.h, the same sweep every `safex run` does).
+  supervisor::SweepOptions so;
+  so.records_dir = options.records_dir;
+  so.audit_db = options.audit_db;
+  so.runsc_path = options.runsc_path;
+  so.cgroup_parent = options.cgroup_parent;
+  so.gvisor = options.gvisor_allowed;
+  so.microvm = options.microvm_allowed;
+  so.microvm_state_root = options.microvm_state_root;
+  so.network = options.network;
+  so.request_inputs_dir = ServeInputsDir(options.state_dir);
+  supervisor::SweepReport swept;
+  note("dead runs", supervisor::SweepDeadRuns(so, log, &swept));
+  report.records_removed += swept.records_removed;
+  report.sandboxes_removed += swept.sandboxes_removed;
+  report.microvm_runs_removed += swept.microvm_runs_removed;
+  report.networks_removed += swept.networks_removed;
+  report.input_dirs_removed += swept.input_dirs_removed;
+  report.interrupted = swept.interrupted;
+  for (std::string& w : swept.warnings) report.warnings.push_back(std::move(w));
 
-  // 4. This daemon's input directories (any left belong to a dead instance).
+  // 4. This daemon's input directories (any left belong to a dead instance), and the directory
+  //    versions before <state dir>/private kept them in.
+  note("legacy input dir",
+       RemoveIfPresent(options.state_dir + "/serve.inputs", &report.input_dirs_removed));
   const std::string inputs = ServeInputsDir(options.state_dir);
   if (DIR* d = opendir(inputs.c_str()); d != nullptr) {
     std::vector<std::string> names;

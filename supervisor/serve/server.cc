@@ -8,6 +8,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,16 +21,16 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "audit/json_bytes.h"
 #include "audit/time_format.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/network.h"
+#include "supervisor/private_dir.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
 #include "supervisor/serve/access.h"
@@ -37,6 +38,7 @@
 #include "supervisor/serve/http_parser.h"
 #include "supervisor/serve/metrics.h"
 #include "supervisor/serve/policy_store.h"
+#include "supervisor/serve/refusal_limiter.h"
 #include "supervisor/serve/submit_request.h"
 #include "supervisor/serve/unix_socket.h"
 
@@ -76,6 +78,16 @@ bool ValidUtf8(std::string_view s) {
 }
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Said in the answer to a refusal that was counted into a summary instead of recorded alone.
+constexpr const char* kCountedNote =
+    " (not recorded one by one: counted into a summary event of this caller's refusals)";
+
+int64_t WallNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 // The body of every refusal: the same object `safex run --json` prints for a refusal, plus the
 // HTTP-level error.
@@ -141,9 +153,15 @@ struct Conn {
   uint64_t id = 0;
   UniqueFd fd;
   Caller caller;
+  // Named by an allow rule (or root): such callers can only ever be refused, so they get a small
+  // share of the connections and their bodies are never read (Accept, CheckHead).
+  bool listed = false;
   HttpRequestParser parser;
   State state = State::kReading;
-  Clock::time_point deadline;  // reading: the whole request; writing: the whole response
+  Clock::time_point deadline;       // reading: the whole request; writing: the whole response
+  Clock::time_point head_deadline;  // reading: the request head (line and headers)
+  bool head_checked = false;        // CheckHead passed: the body may be read
+  uint64_t reserved = 0;            // body bytes reserved against max_buffered
   bool got_bytes = false;
   bool sent_continue = false;
   bool in_epoll = true;
@@ -156,6 +174,7 @@ struct Conn {
 struct Job {
   uint64_t conn = 0;
   Caller caller;
+  std::string run_id;  // given at admission (the client learns it from a 102 response)
   SubmitRequest request;
 };
 
@@ -171,7 +190,8 @@ std::mutex g_log_mu;
 void ServeLog(const std::string& line) {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
-  std::string stamp = audit::FormatIso8601(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
+  std::string stamp =
+      audit::FormatIso8601(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
   std::lock_guard<std::mutex> l(g_log_mu);
   std::fprintf(stderr, "%s safex serve: %s\n", stamp.c_str(), line.c_str());
   std::fflush(stderr);
@@ -191,6 +211,15 @@ struct Server::Impl {
   std::atomic<int> cancel{0};
   HttpLimits http_limits;
   RequestLimits request_limits;
+  std::unique_ptr<RefusalLimiter> limiter;  // which refusals are recorded one by one
+  std::atomic<int64_t> last_space_warning_ns{0};
+
+  // Loop thread only: open connections per uid and of unlisted callers, and request body bytes
+  // reserved (all connections, per uid) against max_buffered.
+  std::unordered_map<uint32_t, uint32_t> conns_per_uid;
+  uint32_t unlisted_conns = 0;
+  uint64_t buffered = 0;
+  std::unordered_map<uint32_t, uint64_t> buffered_per_uid;
 
   // Admitted run requests: `jobs` waiting, `pending` = waiting + running. Guarded by jobs_mu.
   std::mutex jobs_mu;
@@ -217,6 +246,7 @@ struct Server::Impl {
   uint64_t next_id = kFirstConnId;
   bool draining = false;
   Clock::time_point drain_deadline;
+  Clock::time_point next_summaries;
 
   const compiler::ServiceSettings& svc() const { return cfg.host.service; }
 
@@ -263,7 +293,60 @@ struct Server::Impl {
     return side.empty() && side_busy == 0;
   }
 
-  // Refuses a run request: audited first (side thread), then answered.
+  // ---- Refusals and the audit log (supervisor/serve/refusal_limiter.h).
+
+  // Whether the audit log's filesystem is below the reserve that refusals may not eat into: the
+  // space left is kept for the runs of allowed callers.
+  bool AuditSpaceLow() {
+    const std::string& db = svc().audit_db;
+    const std::string dir = db.substr(0, db.rfind('/') == 0 ? 1 : db.rfind('/'));
+    struct statvfs vfs {};
+    if (statvfs(dir.c_str(), &vfs) != 0) return false;  // the write itself will tell
+    const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (free_bytes >= svc().audit_reserve_bytes || svc().audit_reserve_bytes == 0) return false;
+    const int64_t now = WallNs();
+    int64_t last = last_space_warning_ns.load();
+    if (now - last > 60'000'000'000 && last_space_warning_ns.compare_exchange_strong(last, now)) {
+      ServeLog("warning: the audit log's filesystem has " + std::to_string(free_bytes) +
+               " bytes free, below audit_reserve (" + std::to_string(svc().audit_reserve_bytes) +
+               "): refusals are counted into summaries, not recorded one by one");
+    }
+    return true;
+  }
+
+  // Whether this refusal is recorded one by one; otherwise it is counted for its caller's next
+  // summary event (over the caller's refusal rate, or the log is low on space).
+  bool AdmitRefusalRecord(uint32_t uid, RefusalReason why) {
+    const bool admitted = !AuditSpaceLow() && limiter->Admit(uid, why, Clock::now());
+    if (!admitted) {
+      if (AuditSpaceLow()) limiter->Count(uid, why, Clock::now());
+      metrics.refusals_summarised.fetch_add(1);
+    }
+    return admitted;
+  }
+
+  // Records a refusal on `log`; when the log cannot take it, says so in the service log and
+  // returns the 500 response to send instead (a refusal is never answered unrecorded as if it
+  // had been recorded).
+  std::optional<std::string> RecordRefusal(audit::AuditLog& log, const supervisor::RunSpec& spec,
+                                           supervisor::RunReport* report) {
+    Status st = supervisor::Runner::RecordRefusal(log, spec, report, svc().refusal_argv_bytes);
+    if (st.ok()) return std::nullopt;
+    metrics.refusals_unrecorded.fetch_add(1);
+    ServeLog("error: a refusal of uid " +
+             (spec.requester.uid ? std::to_string(*spec.requester.uid) : std::string("?")) +
+             " could not be recorded in the audit log (answered 500): " + st.message());
+    json j = {{"error",
+               {{"status", 500},
+                {"message", "the service could not record this refusal in its audit log"}}},
+              {"run_id", report->run_id},
+              {"verdict", "refused"},
+              {"exit_status", supervisor::kExitRefused},
+              {"reason", "service error: the refusal could not be recorded: " + st.message()}};
+    return FormatResponse(500, kJson, Dump(j));
+  }
+
+  // Refuses a run request: recorded first (side thread), then answered.
   void RefuseRun(uint64_t conn, int http_status, RefusalReason why, const std::string& message,
                  const Caller& caller, const std::string& policy,
                  const std::vector<std::string>& argv, std::vector<std::string> headers = {}) {
@@ -278,14 +361,42 @@ struct Server::Impl {
     auto respond = [this, conn, http_status, headers](const supervisor::RunReport& r) {
       Complete(conn, FormatResponse(http_status, kJson, RefusalBody(r, http_status), headers));
     };
-    bool posted = PostSide([report, spec, respond](audit::AuditLog& log) mutable {
-      supervisor::Runner::RecordRefusal(log, spec, &report);
+    if (!AdmitRefusalRecord(caller.uid, why)) {
+      report.reason += kCountedNote;
+      return respond(report);
+    }
+    bool posted = PostSide([this, report, spec, respond, conn](audit::AuditLog& log) mutable {
+      if (auto failed = RecordRefusal(log, spec, &report)) return Complete(conn, *failed);
       respond(report);
     });
     if (!posted) {
-      report.reason += " (not audited: the audit backlog is full)";
-      ServeLog("refusal not audited (backlog full): " + message);
+      // The audit backlog is full: the refusal is accounted for in its caller's next summary.
+      limiter->Count(caller.uid, why, Clock::now());
+      metrics.refusals_summarised.fetch_add(1);
+      report.reason += kCountedNote;
       respond(report);
+    }
+  }
+
+  // Writes the summary events that are due (all pending ones when `all`: at shutdown).
+  void WriteSummaries(bool all) {
+    for (RefusalLimiter::Summary& sum : limiter->TakeDue(Clock::now(), all)) {
+      bool posted = PostSide([this, sum](audit::AuditLog& log) {
+        supervisor::RunSpec spec;
+        if (sum.uid != RefusalLimiter::kOverflowUid) spec.requester.uid = sum.uid;
+        supervisor::RunReport report;
+        report.run_id = audit::NewRunId();
+        report.reason = sum.Text();
+        Status st = supervisor::Runner::RecordRefusal(log, spec, &report);
+        if (st.ok()) {
+          metrics.refusal_summaries.fetch_add(1);
+        } else {
+          metrics.refusals_unrecorded.fetch_add(sum.count);
+          ServeLog("error: a refusal summary could not be recorded in the audit log: " +
+                   st.message() + " (" + sum.Text() + ")");
+        }
+      });
+      if (!posted) ServeLog("error: the audit backlog is full; lost: " + sum.Text());
     }
   }
 
@@ -318,11 +429,23 @@ struct Server::Impl {
     spec.argv = job.request.argv;
     spec.stdin_data = job.request.stdin_data;
     spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
-    spec.run_id = audit::NewRunId();
+    spec.run_id = job.run_id;
     spec.cancel = &cancel;
-
     supervisor::RunReport report;
     report.run_id = spec.run_id;
+    // A refusal decided here is recorded on this worker's connection to the log (or counted into
+    // its caller's summary); a log that cannot take it makes the answer a 500.
+    auto refused = [&](RefusalReason why, int http_status) -> std::string {
+      if (!AdmitRefusalRecord(job.caller.uid, why)) {
+        report.reason += kCountedNote;
+      } else if (auto failed = RecordRefusal(log, spec, &report)) {
+        return *failed;
+      }
+      if (http_status != 200)
+        return FormatResponse(http_status, kJson, RefusalBody(report, http_status));
+      return FormatResponse(200, kJson, RunBody(report));
+    };
+
     auto prepared = policies->Get(job.request.policy, &report);
     metrics.policy_compilations.store(policies->compilations());
     if (!prepared.ok()) {
@@ -331,10 +454,13 @@ struct Server::Impl {
       report.verdict = supervisor::Verdict::kRefused;
       report.exit_status = supervisor::kExitRefused;
       bool unknown = prepared.status().code() == Status::Code::kNotFound;
-      metrics.Refused(unknown ? RefusalReason::kUnknownPolicy : RefusalReason::kPolicy);
-      supervisor::Runner::RecordRefusal(log, spec, &report);
-      if (unknown) return FormatResponse(404, kJson, RefusalBody(report, 404));
-      return FormatResponse(200, kJson, RunBody(report));
+      const RefusalReason why = unknown ? RefusalReason::kUnknownPolicy : RefusalReason::kPolicy;
+      metrics.Refused(why);
+      ServeLog((unknown ? "run " + spec.run_id + " refused: no policy \""
+                        : "error: run " + spec.run_id + " refused: policy \"") +
+               job.request.policy + "\" " +
+               (unknown ? "in the policy directory" : "does not compile: " + report.reason));
+      return refused(why, unknown ? 404 : 200);
     }
 
     // The request's files become the run's input directory (the runner snapshots it).
@@ -347,8 +473,7 @@ struct Server::Impl {
         report.reason = "input files: " + st.message();
         report.verdict = supervisor::Verdict::kRefused;
         report.exit_status = supervisor::kExitRefused;
-        supervisor::Runner::RecordRefusal(log, spec, &report);
-        return FormatResponse(200, kJson, RunBody(report));
+        return refused(RefusalReason::kBadRequest, 200);
       }
       spec.input_dir = input_dir;
       spec.owned_dir = input_dir;
@@ -407,12 +532,56 @@ struct Server::Impl {
     c.in_epoll = false;
   }
 
+  // A reading connection must have its head by head_deadline (slowloris on the head holds a slot
+  // without a body to show for it) and the whole request by its deadline.
+  static Clock::time_point DeadlineOf(const Conn& c) {
+    if (c.state == Conn::State::kReading && !c.head_checked) {
+      return std::min(c.deadline, c.head_deadline);
+    }
+    return c.deadline;
+  }
+
   void Close(uint64_t id) {
     auto it = conns.find(id);
     if (it == conns.end()) return;
-    EpollDel(*it->second);
+    Conn& c = *it->second;
+    EpollDel(c);
+    Release(c);
+    if (auto u = conns_per_uid.find(c.caller.uid); u != conns_per_uid.end() && --u->second == 0) {
+      conns_per_uid.erase(u);
+    }
+    if (!c.listed) --unlisted_conns;
     conns.erase(it);
     metrics.connections.store(static_cast<int64_t>(conns.size()));
+  }
+
+  // Gives a connection's reserved body bytes back (its body was consumed or it closed).
+  void Release(Conn& c) {
+    if (c.reserved == 0) return;
+    buffered -= c.reserved;
+    if (auto b = buffered_per_uid.find(c.caller.uid); b != buffered_per_uid.end()) {
+      b->second -= c.reserved;
+      if (b->second == 0) buffered_per_uid.erase(b);
+    }
+    c.reserved = 0;
+    metrics.buffered_bytes.store(static_cast<int64_t>(buffered));
+  }
+
+  // The caps on connections, decided at accept from SO_PEERCRED: callers that the allow rules
+  // name keep getting service while any other uid misbehaves. No uid but root holds more than
+  // max_connections_per_uid; callers named by no rule share max_connections_unlisted (they can
+  // only ever be refused, so a few slots let them hear why); everything else is reserved.
+  const char* ConnectionRefusal(const Caller& caller, bool listed) const {
+    if (conns.size() >= svc().max_connections) return "too many connections";
+    if (caller.uid == 0) return nullptr;  // the operator: able to stop the service anyway
+    auto u = conns_per_uid.find(caller.uid);
+    if (u != conns_per_uid.end() && u->second >= svc().max_connections_per_uid) {
+      return "too many connections from this uid";
+    }
+    if (!listed && unlisted_conns >= svc().max_connections_unlisted) {
+      return "too many connections from callers that no allow rule names";
+    }
+    return nullptr;
   }
 
   void Accept() {
@@ -422,20 +591,30 @@ struct Server::Impl {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;  // EAGAIN, or EMFILE and friends: the backlog holds them until later
       }
-      if (conns.size() >= svc().max_connections) {
+      auto peer = PeerOf(fd.get());
+      if (!peer.ok()) continue;
+      const bool listed = peer->uid == 0 || access->Named(*peer);
+      if (const char* why = ConnectionRefusal(*peer, listed)) {
+        // Answered at once and closed: a connection over its caps holds nothing.
         metrics.Refused(RefusalReason::kConnections);
-        std::string r = FormatResponse(503, kJson, R"({"error":{"status":503,"message":"too many connections"}})");
+        std::string r =
+            FormatResponse(503, kJson, Dump(json{{"error", {{"status", 503}, {"message", why}}}}),
+                           {"Retry-After: 1"});
         ssize_t n = send(fd.get(), r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)n;
         continue;
       }
-      auto peer = PeerOf(fd.get());
-      if (!peer.ok()) continue;
       auto c = std::make_unique<Conn>(http_limits);
       c->id = next_id++;
       c->fd = std::move(fd);
       c->caller = *peer;
-      c->deadline = Clock::now() + std::chrono::nanoseconds(svc().request_timeout_ns);
+      c->listed = listed;
+      ++conns_per_uid[c->caller.uid];
+      if (!listed) ++unlisted_conns;
+      const auto now = Clock::now();
+      c->deadline = now + std::chrono::nanoseconds(svc().request_timeout_ns);
+      c->head_deadline = now + std::chrono::nanoseconds(
+                                   std::min(svc().header_timeout_ns, svc().request_timeout_ns));
       EpollAdd(c->fd.get(), c->id, EPOLLIN | EPOLLRDHUP);
       conns.emplace(c->id, std::move(c));
       metrics.connections.store(static_cast<int64_t>(conns.size()));
@@ -508,6 +687,9 @@ struct Server::Impl {
         RespondError(c, c.parser.error_status(), c.parser.error_message());
         return;
       }
+      // Once the head is in and before any body byte is kept: who may send one, and whether the
+      // service has room for it (CheckHead answers and returns false otherwise).
+      if (c.parser.headers_done() && !c.head_checked && !CheckHead(c)) return;
       if (st == HttpRequestParser::State::kDone) {
         Dispatch(c);
         return;
@@ -519,6 +701,57 @@ struct Server::Impl {
         (void)w;
       }
     }
+  }
+
+  // The request head is in. A request with a body (a run) from a caller that no allow rule names
+  // is refused now, unread: such a caller can never run anything (regression: sixty half-sent
+  // 8 MiB bodies from such a uid took the service from 18 MB to 510 MB). Anyone else's body is
+  // reserved against max_buffered, all connections together and a quarter of it per uid (at least
+  // one max_request); without room the request is refused as busy. False when it answered.
+  bool CheckHead(Conn& c) {
+    c.head_checked = true;
+    const uint64_t length = c.parser.content_length();
+    if (length == 0 && c.parser.request().method != "POST") return true;
+    const Caller caller = c.caller;
+    if (!c.listed) {
+      Wait(c);
+      RefuseRun(c.id, 403, RefusalReason::kForbidden,
+                "uid " + std::to_string(caller.uid) +
+                    " is named by no allow rule of this service (see the service's allow "
+                    "rules); the request was not read",
+                caller, "", {});
+      return false;
+    }
+    const uint64_t per_uid_cap =
+        std::max<uint64_t>(svc().max_request_bytes, svc().max_buffered_bytes / 4);
+    auto mine = buffered_per_uid.find(caller.uid);
+    const uint64_t held = mine == buffered_per_uid.end() ? 0 : mine->second;
+    if (buffered + length > svc().max_buffered_bytes || held + length > per_uid_cap) {
+      Wait(c);
+      RefuseRun(c.id, 503, RefusalReason::kBusy,
+                "the service holds as many request bytes as it may (max_buffered); try again "
+                "later",
+                caller, "", {}, {"Retry-After: 1"});
+      return false;
+    }
+    buffered_per_uid[caller.uid] = held + length;
+    buffered += length;
+    c.reserved = length;
+    metrics.buffered_bytes.store(static_cast<int64_t>(buffered));
+    return true;
+  }
+
+  // An interim response (RFC 9110, 1xx) naming the run, sent at admission to a client that asked
+  // for it (`Prefer: safex-run-id`, as `safex submit` does), so that a client whose connection
+  // drops before the result still knows which run to look up. Only on request: some HTTP clients
+  // (Python's http.client) take any 1xx but 100 for the final response. Best effort: the final
+  // response names the run too.
+  void SendRunId(Conn& c, const std::string& run_id) {
+    const std::string* prefer = c.parser.request().Header("prefer");
+    if (prefer == nullptr || prefer->find("safex-run-id") == std::string::npos) return;
+    const std::string interim = "HTTP/1.1 102 Processing\r\nSafex-Run-Id: " + run_id + "\r\n\r\n";
+    ssize_t n = send(c.fd.get(), interim.data(), interim.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
   }
 
   void Wait(Conn& c) {
@@ -573,6 +806,7 @@ struct Server::Impl {
       return RefuseRun(c.id, 503, RefusalReason::kShuttingDown, "the service is shutting down",
                        caller, "", {});
     }
+    std::string run_id;
     auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits);
     if (!parsed.ok()) {
       int status = parsed.status().code() == Status::Code::kResourceExhausted ? 413 : 400;
@@ -580,6 +814,9 @@ struct Server::Impl {
                        "bad request: " + parsed.status().message(), caller, "", {});
     }
     SubmitRequest& r = *parsed;
+    // The body is decoded into the request: its bytes are no longer held by the connection.
+    std::string().swap(c.parser.request().body);
+    Release(c);
     if (!access->Allowed(caller, r.policy)) {
       return RefuseRun(c.id, 403, RefusalReason::kForbidden,
                        "uid " + std::to_string(caller.uid) + " may not use policy \"" + r.policy +
@@ -598,9 +835,13 @@ struct Server::Impl {
       }
       ++pending;
       metrics.queue_depth.fetch_add(1);
-      jobs.push_back(Job{c.id, caller, std::move(r)});
+      run_id = audit::NewRunId();
+      ServeLog("run " + run_id + " admitted: uid " + std::to_string(caller.uid) + ", policy \"" +
+               r.policy + "\", " + std::to_string(jobs.size()) + " queued before it");
+      jobs.push_back(Job{c.id, caller, run_id, std::move(r)});
     }
     jobs_cv.notify_one();
+    SendRunId(c, run_id);
   }
 
   void ListRuns(Conn& c) {
@@ -612,7 +853,9 @@ struct Server::Impl {
       if (v.empty() || v.size() > 4 ||
           !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
         metrics.Refused(RefusalReason::kBadRequest);
-        return Complete(c.id, FormatResponse(400, kJson, R"({"error":{"status":400,"message":"limit must be 1-1000"}})"));
+        return Complete(
+            c.id, FormatResponse(400, kJson,
+                                 R"({"error":{"status":400,"message":"limit must be 1-1000"}})"));
       }
       limit = std::clamp<uint64_t>(std::stoull(std::string(v)), 1, 1000);
     }
@@ -624,13 +867,18 @@ struct Server::Impl {
       if (caller.uid != 0) f.uid = caller.uid;  // callers see their own runs; root sees all
       auto runs = log.ListRuns(f);
       if (!runs.ok()) {
-        return Complete(id, FormatResponse(500, kJson, Dump(json{{"error", {{"status", 500}, {"message", runs.status().message()}}}})));
+        return Complete(
+            id,
+            FormatResponse(
+                500, kJson,
+                Dump(json{{"error", {{"status", 500}, {"message", runs.status().message()}}}})));
       }
       json arr = json::array();
       for (const auto& r : *runs) arr.push_back(SummaryJson(r));
       Complete(id, FormatResponse(200, kJson, Dump(json{{"runs", arr}})));
     });
-    if (!posted) Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+    if (!posted)
+      Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
   }
 
   void GetRun(Conn& c, const std::string& run_id) {
@@ -638,18 +886,21 @@ struct Server::Impl {
     const uint64_t id = c.id;
     if (!ValidRunIdText(run_id)) {
       metrics.Refused(RefusalReason::kBadRequest);
-      return Complete(id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+      return Complete(
+          id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
     }
     const Caller caller = c.caller;
     bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
       auto d = log.GetRun(run_id);
       // Another user's run is "not found" for the caller: its existence is not theirs to learn.
       if (!d.ok() || (caller.uid != 0 && d->run.requester.uid != caller.uid)) {
-        return Complete(id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+        return Complete(
+            id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
       }
       Complete(id, FormatResponse(200, kJson, Dump(SummaryJson(d->run))));
     });
-    if (!posted) Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+    if (!posted)
+      Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
   }
 
   void TakeCompletions() {
@@ -708,11 +959,11 @@ struct Server::Impl {
       auto now = Clock::now();
       auto wake = now + std::chrono::seconds(1);
       for (auto& [id, c] : conns) {
-        if (c->state != Conn::State::kWaiting) wake = std::min(wake, c->deadline);
+        if (c->state != Conn::State::kWaiting) wake = std::min(wake, DeadlineOf(*c));
       }
       if (draining && cancel.load() == 0) wake = std::min(wake, drain_deadline);
-      int timeout = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::ceil<std::chrono::milliseconds>(wake - now).count()));
+      int timeout = static_cast<int>(
+          std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(wake - now).count()));
       int n = epoll_wait(epoll_fd.get(), events, 64, timeout);
       if (n < 0 && errno != EINTR) {
         ServeLog(std::string("epoll_wait: ") + std::strerror(errno));
@@ -730,8 +981,9 @@ struct Server::Impl {
           if (read(signal_fd.get(), &si, sizeof(si)) != static_cast<ssize_t>(sizeof(si))) continue;
           int sig = static_cast<int>(si.ssi_signo);
           if (sig == SIGHUP) {
-            ServeLog("SIGHUP ignored: restart the service to load a changed host config "
-                     "(policies are reloaded on change by themselves)");
+            ServeLog(
+                "SIGHUP ignored: restart the service to load a changed host config "
+                "(policies are reloaded on change by themselves)");
           } else if (!draining) {
             BeginDrain(sig);
           } else {
@@ -761,7 +1013,7 @@ struct Server::Impl {
       now = Clock::now();
       std::vector<uint64_t> late_readers, late_writers;
       for (auto& [id, c] : conns) {
-        if (c->state == Conn::State::kWaiting || now < c->deadline) continue;
+        if (c->state == Conn::State::kWaiting || now < DeadlineOf(*c)) continue;
         (c->state == Conn::State::kReading ? late_readers : late_writers).push_back(id);
       }
       for (uint64_t id : late_writers) Close(id);
@@ -775,12 +1027,19 @@ struct Server::Impl {
           RespondError(*it->second, 408, "the request did not arrive within the request timeout");
         }
       }
+      if (now >= next_summaries) {
+        WriteSummaries(false);
+        next_summaries = now + std::chrono::seconds(1);
+      }
       if (draining) {
         if (cancel.load() == 0 && now >= drain_deadline) {
           ServeLog("drain deadline reached: cancelling the runs still going");
           cancel.store(SIGTERM);
         }
-        if (Drained()) return 0;
+        if (Drained()) {
+          if (limiter->pending() == 0) return 0;
+          WriteSummaries(true);  // every refusal is accounted for before the service stops
+        }
       }
     }
   }
@@ -857,6 +1116,10 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   s.request_limits.max_stdin_bytes = svc.max_stdin_bytes;
   s.request_limits.max_input_files = svc.max_input_files;
   s.request_limits.max_input_bytes = svc.max_input_bytes;
+  RefusalLimits refusal_limits;
+  refusal_limits.per_minute = svc.refusal_rate_per_minute;
+  refusal_limits.burst = svc.refusal_burst;
+  s.limiter = std::make_unique<RefusalLimiter>(refusal_limits);
 
   // 3. The audit log: one connection per worker and one for the side thread (fail closed).
   audit::AuditOptions ao;
@@ -873,7 +1136,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   }
 
   // 4. Crash recovery, before any work is accepted.
-  drivers::net::NetworkConfig net = supervisor::NetworkConfigFrom(s.cfg.host.network, svc.state_dir);
+  drivers::net::NetworkConfig net = supervisor::NetworkConfigFrom(s.cfg.host.network);
   RecoveryOptions ro;
   ro.state_dir = svc.state_dir;
   ro.runsc_path = s.cfg.runsc_path;
@@ -886,9 +1149,12 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   if (!rec.ok()) return rec.status();
   s.recovery = std::move(rec).value();
   s.metrics.SetRecovered(s.recovery.interrupted.size());
-  const std::string inputs = ServeInputsDir(svc.state_dir);
-  if (mkdir(inputs.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::Errno("mkdir", inputs, errno);
+  // Request files are a caller's data: below the state dir's private directory, which no other
+  // host user can traverse (supervisor/private_dir.h).
+  if (Status t = supervisor::CheckTrustedDir(svc.state_dir); !t.ok()) return t.With("state_dir");
+  for (const std::string& d :
+       {supervisor::PrivateRootFor(svc.state_dir), ServeInputsDir(svc.state_dir)}) {
+    if (Status p = supervisor::EnsurePrivateDir(d); !p.ok()) return p.With("state_dir");
   }
 
   // 5. The shared run lifecycle (the same Runner `safex run` uses).

@@ -88,13 +88,13 @@ TEST(VerdictTest, OneListWithUniqueNamesThatRoundTrip) {
     EXPECT_EQ(ParseVerdict(v.name), v.verdict);
     EXPECT_FALSE(v.meaning.empty());
   }
-  // design.md's list plus cpu-limit.
-  for (const char* n :
-       {"ok", "nonzero-exit", "timeout", "memory-limit", "pids-limit", "output-limit",
-        "validator-rejected", "refused", "setup-error", "interrupted", "cpu-limit"}) {
+  // design.md's list plus cpu-limit and delivery-failed.
+  for (const char* n : {"ok", "nonzero-exit", "timeout", "memory-limit", "pids-limit",
+                        "output-limit", "validator-rejected", "refused", "setup-error",
+                        "interrupted", "cpu-limit", "delivery-failed"}) {
     EXPECT_TRUE(ParseVerdict(n).has_value()) << n;
   }
-  EXPECT_EQ(names.size(), 11u);
+  EXPECT_EQ(names.size(), 12u);
   EXPECT_FALSE(ParseVerdict("OK").has_value());
 }
 

@@ -21,7 +21,9 @@
 #include <sstream>
 #include <thread>
 
+#include "common/persistent_state.h"
 #include "common/sha256.h"
+#include "compiler/host_config.h"
 #include "tests/net/net_world.h"
 #include "tests/support/leak_check.h"
 
@@ -1089,23 +1091,34 @@ void Suite::CheckHost() {
         " new items of the machine-wide leak snapshot "
         "named other processes' runs (tests running alongside) and were set aside");
   }
-  // The state root holds nothing of any run; only the network module's slot records (net/,
-  // shared by every run of a state root by design) and the gVisor driver's version cache stay,
-  // and no slot record may still hold a run.
+  // The state root holds nothing of any run: only what the product keeps on purpose
+  // (common/persistent_state.h) stays, with nothing of a run inside; and no address lease of the
+  // host (drivers/net/address_pool.h) may still hold a run.
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(state_root_, ec)) {
-    if (e.path().filename() == "runsc-version") continue;
-    if (e.path().filename() != "net") {
-      host_failures_.push_back("left in the state root: " + e.path().string());
-      continue;
+    const std::string name = e.path().filename().string();
+    const safex::PersistentEntry* kept = nullptr;
+    for (const auto& p : safex::kStateRootPersistent) {
+      if (p.name == name) kept = &p;
     }
-    for (const auto& f : fs::recursive_directory_iterator(e.path(), ec)) {
-      std::error_code fec;
-      std::string text = f.is_regular_file(fec) ? ReadFile(f.path().string(), 4096) : "";
-      if (text.find_first_not_of(" \n\t") != std::string::npos) {
-        host_failures_.push_back("network slot record still in use: " + f.path().string() + ": " +
-                                 Trim(text).substr(0, 120));
+    if (kept == nullptr) {
+      host_failures_.push_back("left in the state root: " + e.path().string());
+    } else if (kept->children_are_per_run) {
+      for (const auto& c : fs::directory_iterator(e.path(), ec)) {
+        if (name == "private" && c.path().filename() == "requests" && fs::is_empty(c.path(), ec)) {
+          continue;
+        }
+        host_failures_.push_back("left in the state root: " + c.path().string());
       }
+    }
+  }
+  const std::string leases = compiler::NetworkSettings{}.lease_dir + "/leases";
+  for (const auto& f : fs::directory_iterator(leases, ec)) {
+    std::error_code fec;
+    std::string text = f.is_regular_file(fec) ? ReadFile(f.path().string(), 4096) : "";
+    if (text.find_first_not_of(" \n\t") != std::string::npos) {
+      host_failures_.push_back("address lease still in use: " + f.path().string() + ": " +
+                               Trim(text).substr(0, 120));
     }
   }
   // The audit log's hash chain holds over every run of the suite.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -85,9 +86,8 @@ class GvisorNetworkTest : public safex::testing::LeakCheckedTest {
     servers_ = nullptr;
     delete world_;
     world_ = nullptr;
-    for (int i = 0; i < 64; ++i) ::unlink((StateDir() + "/slots/" + std::to_string(i)).c_str());
-    ::rmdir(StateDir().append("/slots").c_str());
-    ::rmdir(StateDir().c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(StateDir(), ec);
   }
   static std::string StateDir() { return "/run/safex-test-gvnet-" + std::to_string(::getpid()); }
 

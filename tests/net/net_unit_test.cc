@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -199,11 +200,8 @@ class AddressPoolTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override {
-    std::string cmd_dir = dir_ + "/state/slots";
-    for (int i = 0; i < 64; ++i) ::unlink((cmd_dir + "/" + std::to_string(i)).c_str());
-    ::rmdir(cmd_dir.c_str());
-    ::rmdir((dir_ + "/state").c_str());
-    ::rmdir(dir_.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
   }
   std::string dir_;
 };
@@ -238,6 +236,33 @@ TEST_F(AddressPoolTest, SlotsAreDistinctAndReusedAfterClear) {
   auto again = pool->Acquire(Rec("r5"), NoStale);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->subnet(), freed);
+}
+
+// Regression (two instances handed out the same egress address): leases are host-wide and named by
+// address, so pools that differ but overlap (another instance's config, a changed config) meet on
+// the same file for the same /30 and never both hold it.
+TEST_F(AddressPoolTest, OverlappingPoolsNeverLeaseTheSameAddressTwice) {
+  auto wide = AddressPool::Open("198.18.128.0/28", dir_ + "/state", 8192);    // .0 .4 .8 .12
+  auto narrow = AddressPool::Open("198.18.128.8/29", dir_ + "/state", 8192);  // .8 .12
+  ASSERT_TRUE(wide.ok() && narrow.ok());
+  std::vector<SlotLease> held;
+  std::set<uint32_t> subnets;
+  for (int i = 0; i < 2; ++i) {
+    auto l = narrow->Acquire(Rec("n" + std::to_string(i)), NoStale);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    subnets.insert(l->subnet());
+    held.push_back(std::move(*l));
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto l = wide->Acquire(Rec("w" + std::to_string(i)), NoStale);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_TRUE(subnets.insert(l->subnet()).second)
+        << Ipv4ToString(l->subnet()) << " was leased twice";
+    held.push_back(std::move(*l));
+  }
+  auto full = wide->Acquire(Rec("w2"), NoStale);
+  EXPECT_EQ(full.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_EQ(subnets.size(), 4u);
 }
 
 // flock is per open file description: two owners in one process exclude each other exactly as

@@ -8,10 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "supervisor/serve/unix_socket.h"
 #include "tests/support/test_support.h"
@@ -38,6 +37,7 @@ std::string ServeHarness::log() const {
 }
 
 std::string ServeHarness::Start(const ServeOptions& o) {
+  audit_db_ = o.audit_db;
   std::string config = "host {\n  service {\n";
   config += "    policy_dir = \"" + policy_dir() + "\"\n";
   config += "    socket = \"" + socket() + "\"\n";
@@ -55,11 +55,11 @@ std::string ServeHarness::Start(const ServeOptions& o) {
   config += "  }\n  network { pool = \"198.18.240.0/24\" }\n}\n";
   dir_.Write("host.policy", config);
 
-  log_fd_.Reset(open(dir_.Join("serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC,
-                     0600));
+  log_fd_.Reset(
+      open(dir_.Join("serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600));
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
-  so.argv = {SafexBinary(), "serve", "--config", dir_.Join("host.policy"), "--audit-key",
+  so.argv = {SafexBinary(),         "serve", "--config", dir_.Join("host.policy"), "--audit-key",
              dir_.Join("audit.key")};
   so.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   so.fds = {{0, devnull.get()}, {1, log_fd_.get()}, {2, log_fd_.get()}};
@@ -100,14 +100,12 @@ bool ServeHarness::running() {
 
 pid_t ServeHarness::pid() const { return daemon_ ? daemon_->pid() : -1; }
 
-Result<serve::HttpResponse> ServeHarness::Call(const std::string& method,
-                                               const std::string& target,
+Result<serve::HttpResponse> ServeHarness::Call(const std::string& method, const std::string& target,
                                                const std::string& body) {
   return serve::HttpCall(socket(), method, target, body);
 }
 
-ProcessOutput ServeHarness::Submit(const std::string& policy,
-                                   const std::vector<std::string>& argv,
+ProcessOutput ServeHarness::Submit(const std::string& policy, const std::vector<std::string>& argv,
                                    const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"submit", "--socket", socket(), "--policy", policy};
   args.insert(args.end(), extra.begin(), extra.end());

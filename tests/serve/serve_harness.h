@@ -29,6 +29,8 @@ struct ServeOptions {
   std::string max_request = "1MiB";
   // Extra `allow` rules and settings inside service { }.
   std::string extra;
+  // The audit log's path ("": <dir>/audit.db).
+  std::string audit_db;
 };
 
 class ServeHarness {
@@ -63,12 +65,13 @@ class ServeHarness {
   const TempDir& dir() const { return dir_; }
   std::string socket() const { return dir_.Join("safex.sock"); }
   std::string state_dir() const { return dir_.Join("state"); }
-  std::string audit_db() const { return dir_.Join("audit.db"); }
+  std::string audit_db() const { return audit_db_.empty() ? dir_.Join("audit.db") : audit_db_; }
   std::string policy_dir() const { return dir_.Join("policies"); }
   std::string log() const;
 
  private:
   TempDir dir_;
+  std::string audit_db_;
   std::optional<Subprocess> daemon_;
   UniqueFd log_fd_;
 };

@@ -404,7 +404,16 @@ TEST_F(ServeTest, SigkillDuringRunsThenRestartLeavesNothingAndRecordsEachLostRun
   ASSERT_EQ(lost.size(), 3u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // sandboxes are up
   h_.Kill();
-  for (auto& c : clients) EXPECT_EQ(c.get().status, 125);  // the connection died
+  // The connection died after admission: the outcome is unknown (never "refused": they ran),
+  // and the client names the run it was admitted as.
+  for (auto& c : clients) {
+    ProcessOutput out = c.get();
+    EXPECT_EQ(out.status, 120) << out.err;
+    EXPECT_THAT(out.err, HasSubstr("outcome unknown: "));
+    bool named = false;
+    for (const std::string& id : lost) named = named || out.err.find(id) != std::string::npos;
+    EXPECT_TRUE(named) << out.err;
+  }
 
   ASSERT_EQ(h_.Start({.max_concurrent = 3}), "");
   // One interrupted event per lost run, nothing else closed.

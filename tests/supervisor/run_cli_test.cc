@@ -1,5 +1,9 @@
 // `safex run` end to end, as a user runs it: the built binary, real runsc, a real SQLite audit
 // log. Every test also checks that nothing is left on the machine (LeakCheckedTest).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,15 +11,16 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "audit/audit_log.h"
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
 #include "tests/support/leak_check.h"
+#include "tests/support/other_user.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -41,7 +46,12 @@ class RunCliTest : public testing::LeakCheckedTest {
   }
 
   std::vector<std::string> RunArgs(const std::string& policy) {
-    return {"run", "--policy", policy, "--audit-db", dir_.Join("audit.db"), "--audit-key",
+    return {"run",
+            "--policy",
+            policy,
+            "--audit-db",
+            dir_.Join("audit.db"),
+            "--audit-key",
             dir_.Join("audit.key")};
   }
 
@@ -133,10 +143,11 @@ TEST_F(RunCliTest, NotFoundAndNotExecutable) {
 }
 
 TEST_F(RunCliTest, WallTimeKillsAt124) {
-  nlohmann::json j = RunJson(Example("python-untrusted"),
-                             {"python3", "-c", "import signal,time\n"
-                                               "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                               "while True: time.sleep(1)"});
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"), {"python3", "-c",
+                                            "import signal,time\n"
+                                            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                            "while True: time.sleep(1)"});
   EXPECT_EQ(last_status_, 124);
   EXPECT_EQ(j["verdict"], "timeout");
   EXPECT_EQ(j["limit"], "wall_time");
@@ -165,7 +176,8 @@ TEST_F(RunCliTest, OutputFloodIsCappedAndStopped) {
   // 1 GiB to stdout against a 1 MiB output limit.
   nlohmann::json j = RunJson(
       Example("python-untrusted"),
-      {"python3", "-c", "import sys\nb = b'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.buffer.write(b)"});
+      {"python3", "-c",
+       "import sys\nb = b'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.buffer.write(b)"});
   EXPECT_EQ(last_status_, 123) << j.dump();
   EXPECT_EQ(j["verdict"], "output-limit");
   EXPECT_EQ(j["stdout"]["truncated"], true);
@@ -183,11 +195,11 @@ TEST_F(RunCliTest, EnvironmentIsExactlyThePolicys) {
 
 TEST_F(RunCliTest, ArgvIsPassedVerbatim) {
   std::vector<std::string> hostile = {"$(id)", "; rm -rf /", "`uname`", "*", "a b", "'\"", "$HOME"};
-  std::vector<std::string> argv = {"python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))"};
+  std::vector<std::string> argv = {"python3", "-c",
+                                   "import sys, json; print(json.dumps(sys.argv[1:]))"};
   argv.insert(argv.end(), hostile.begin(), hostile.end());
   nlohmann::json j = RunJson(Example("python-untrusted"), argv);
-  EXPECT_EQ(nlohmann::json::parse(j["stdout"]["text"].get<std::string>()),
-            nlohmann::json(hostile));
+  EXPECT_EQ(nlohmann::json::parse(j["stdout"]["text"].get<std::string>()), nlohmann::json(hostile));
 }
 
 TEST_F(RunCliTest, StdinInputAndOutputFiles) {
@@ -212,39 +224,75 @@ TEST_F(RunCliTest, StdinInputAndOutputFiles) {
 TEST_F(RunCliTest, InputIsASnapshotOfPlainFilesOnly) {
   TempDir in;
   in.Write("data.txt", "payload");
-  ProcessOutput r = Run(Example("python-untrusted"),
-                        {"python3", "-c",
-                         "import os\n"
-                         "print(open('/data/in/data.txt').read())\n"
-                         "try:\n  open('/data/in/new', 'w')\nexcept OSError as e:\n  print(e.errno)"},
-                        {"--input", in.path()});
+  ProcessOutput r =
+      Run(Example("python-untrusted"),
+          {"python3", "-c",
+           "import os\n"
+           "print(open('/data/in/data.txt').read())\n"
+           "try:\n  open('/data/in/new', 'w')\nexcept OSError as e:\n  print(e.errno)"},
+          {"--input", in.path()});
   EXPECT_EQ(r.status, 0) << r.err;
   // EACCES (read-only snapshot) or EROFS (read-only mount): either way the input cannot change.
   EXPECT_TRUE(r.out == "payload\n13\n" || r.out == "payload\n30\n") << r.out;
   // A symlink in the input is refused before anything runs, and nothing is left behind.
   ASSERT_EQ(symlink("/etc/shadow", in.Join("link").c_str()), 0);
-  nlohmann::json j = RunJson(Example("python-untrusted"), {"python3", "-c", "print(1)"},
-                             {"--input", in.path()});
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"), {"python3", "-c", "print(1)"}, {"--input", in.path()});
   EXPECT_EQ(last_status_, 125);
   EXPECT_EQ(j["verdict"], "refused");
   EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("symbolic link"));
 }
 
+// Regression (staged input readable by every local user): the snapshot of a caller's 0700 input
+// directory was made 0555/0444 under the 0755 state root, and `su nobody -c 'cat STATE/input-*/*'`
+// printed the caller's secret while the run went on. Another uid must see nothing of it.
+TEST_F(RunCliTest, AnotherLocalUserCannotReadStagedInputDuringTheRun) {
+  TempDir in, state;
+  ASSERT_EQ(chmod(state.path().c_str(), 0755), 0);  // as /run/safex: the socket lives there
+  const std::string secret = "caller-secret-8c1f2e";
+  in.Write("secret.txt", secret);
+  auto run = std::async(std::launch::async, [&] {
+    return Run(Example("python-untrusted"),
+               {"python3", "-c",
+                "import time; d = open('/data/in/secret.txt').read(); time.sleep(4); print(d)"},
+               {"--input", in.path(), "--state-root", state.path()});
+  });
+  // Wait until the snapshot exists (root can see it), then look as uid 65534.
+  bool staged = false;
+  for (int i = 0; i < 400 && !staged; ++i) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(state.path(), ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().filename() == "secret.txt") staged = true;
+    }
+    if (!staged) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(staged) << "the input was never staged under " << state.path();
+  testing::OtherUserView view = testing::ViewAs(65534, 65534, state.path(), secret);
+  ProcessOutput r = run.get();
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, secret + "\n");  // the sandbox user could read it
+  EXPECT_TRUE(view.ran);
+  EXPECT_TRUE(view.with_needle.empty())
+      << "uid 65534 read the secret from: " << testing::JoinLines(view.with_needle);
+  EXPECT_THAT(view.listable, ::testing::Not(::testing::Contains(HasSubstr("/private"))));
+}
+
 TEST_F(RunCliTest, RejectedOutputFileIsNotDelivered) {
   TempDir out_parent;
   std::string out = out_parent.Join("out");
-  nlohmann::json j = RunJson(
-      Example("python-untrusted"),
-      {"python3", "-c", "open('/data/out/result.json', 'w').write('{not json')"},
-      {"--output", out});
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"),
+              {"python3", "-c", "open('/data/out/result.json', 'w').write('{not json')"},
+              {"--output", out});
   EXPECT_EQ(last_status_, 122);
   EXPECT_EQ(j["verdict"], "validator-rejected");
   EXPECT_FALSE(std::filesystem::exists(out + "/result.json"));
 }
 
 TEST_F(RunCliTest, SecretShapedStdoutIsRejected) {
-  nlohmann::json j = RunJson(Example("python-untrusted"),
-                             {"python3", "-c", "print('key: AKIA' + 'B' * 16)"});
+  nlohmann::json j =
+      RunJson(Example("python-untrusted"), {"python3", "-c", "print('key: AKIA' + 'B' * 16)"});
   EXPECT_EQ(last_status_, 122);
   EXPECT_EQ(j["verdict"], "validator-rejected");
   EXPECT_EQ(j["stdout"]["text"], "");
@@ -294,14 +342,182 @@ TEST_F(RunCliTest, MissingRunscIsRefusedNeverRunElsewhere) {
 TEST_F(RunCliTest, UnwritableAuditLogRefusesBeforeAnythingRuns) {
   TempDir out_parent;
   std::string out = out_parent.Join("out");
-  std::vector<std::string> args = {"run", "--policy", Example("python-untrusted"),
-                                   "--audit-db", "/proc/safex-no-such-dir/audit.db",
-                                   "--output", out, "--",
-                                   "python3", "-c", "open('/data/out/ran', 'w').write('x')"};
+  std::vector<std::string> args = {"run",
+                                   "--policy",
+                                   Example("python-untrusted"),
+                                   "--audit-db",
+                                   "/proc/safex-no-such-dir/audit.db",
+                                   "--output",
+                                   out,
+                                   "--",
+                                   "python3",
+                                   "-c",
+                                   "open('/data/out/ran', 'w').write('x')"};
   ProcessOutput r = RunSafex(args);
   EXPECT_EQ(r.status, 125);
   EXPECT_THAT(r.err, HasSubstr("audit log"));
   EXPECT_FALSE(std::filesystem::exists(out + "/ran"));
+}
+
+// Regression (option injection): after a repeatable option, CLI11 used to take "--" as the end of
+// its values and parse the program's own arguments as safex options, so root executed the
+// program's `--runsc`, read its `--stdin` and staged its `--input`. Everything after the first
+// "--" is the program's argv.
+TEST_F(RunCliTest, ProgramArgvThatLooksLikeSafexOptionsIsTheProgramsOwn) {
+  TempDir work;
+  const std::string marker = work.Join("evil-ran");
+  const std::string evil = work.Join("evil");
+  {
+    std::ofstream f(evil);
+    f << "#!/bin/sh\necho ran > " << marker << "\nexec /usr/local/bin/runsc \"$@\"\n";
+  }
+  ASSERT_EQ(chmod(evil.c_str(), 0755), 0);
+  const std::string secret_dir = work.Join("root-only");
+  ASSERT_EQ(mkdir(secret_dir.c_str(), 0700), 0);
+  { std::ofstream(secret_dir + "/secret") << "root's secret"; }
+  const std::string out = work.Join("out");
+  const std::string stdin_file = work.Join("stdin");
+  { std::ofstream(stdin_file) << "root's stdin"; }
+
+  std::vector<std::string> args = RunArgs(Example("python-untrusted"));
+  for (const std::string& a :
+       {std::string("--search-path"), testing::SourceDir() + "/policies/examples",
+        std::string("--json"), std::string("--")}) {
+    args.push_back(a);
+  }
+  for (const std::string& a :
+       {std::string("python3"), std::string("-c"),
+        std::string("import os,sys; print(sys.argv[1:]); print(repr(sys.stdin.read())); "
+                    "print(os.listdir('/data/in'))"),
+        std::string("--runsc"), evil, std::string("--stdin"), stdin_file, std::string("--input"),
+        secret_dir, std::string("--output"), out, std::string("--state-root"), work.path()}) {
+    args.push_back(a);
+  }
+  ProcessOutput r = RunSafex(args);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out << r.err;
+  EXPECT_EQ(j["verdict"], "ok") << r.out;
+  const std::string text = j["stdout"]["text"];
+  EXPECT_THAT(text, HasSubstr("'--runsc', '" + evil + "', '--stdin', '" + stdin_file +
+                              "', '--input', '" + secret_dir + "', '--output', '" + out));
+  EXPECT_THAT(text, HasSubstr("\n''\n[]\n"));  // no stdin, an empty input mount
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("root's")));
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the program's --runsc was executed";
+  EXPECT_FALSE(std::filesystem::exists(out)) << "the program's --output was used";
+  EXPECT_EQ(AuditOf(j["run_id"]).run.argv.size(), 13u);
+}
+
+// Regression (non-UTF-8 argv aborted `safex run` with an uncaught JSON type_error in the gVisor
+// driver, leaving a mount, cgroups, the state dir, the run record and a `running` audit row). Bytes
+// are legal in argv on Linux; gVisor's JSON configuration cannot carry them, so the run is
+// refused before anything is created, with a reason that says so.
+TEST_F(RunCliTest, NonUtf8ArgvIsRefusedBeforeAnythingExists) {
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"/bin/echo", "x\xff"});
+  EXPECT_EQ(last_status_, 125);
+  EXPECT_EQ(j["verdict"], "refused");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("not valid UTF-8"));
+  audit::RunDetail d = AuditOf(j["run_id"]);
+  EXPECT_EQ(d.run.state, "refused");
+  EXPECT_EQ(d.run.argv, (std::vector<std::string>{"/bin/echo", "x\xff"}));  // the bytes, as given
+  // Nothing is left: LeakCheckedTest checks the machine; the records directory is empty too.
+  EXPECT_TRUE(!std::filesystem::exists(dir_.Join("runs")) ||
+              std::filesystem::is_empty(dir_.Join("runs")));
+}
+
+// Regression (a failed delivery reported as success): an existing name in --output (here a
+// symlink) let the files before it be written, verdict ok, exit 0, nothing said. Now nothing is
+// delivered, the verdict is delivery-failed (exit 121), plain mode says why, and the audit log
+// records it.
+TEST_F(RunCliTest, AFailedDeliveryIsItsOwnVerdictAndDeliversNothing) {
+  TempDir policies, out_parent;
+  policies.Write("two-files.policy",
+                 "policy \"two-files\" extends \"python-untrusted\" {\n"
+                 "  validate file \"/data/out/*.txt\" { max = 1KiB }\n}\n");
+  const std::string out = out_parent.Join("out");
+  ASSERT_EQ(mkdir(out.c_str(), 0700), 0);
+  ASSERT_EQ(symlink("/etc/passwd", (out + "/b.txt").c_str()), 0);
+  std::vector<std::string> argv = {
+      "python3", "-c",
+      "[open('/data/out/%s.txt' % n, 'w').write(n) for n in 'abc']; print('wrote')"};
+  std::vector<std::string> extra = {"--search-path", testing::SourceDir() + "/policies/examples",
+                                    "--output", out};
+  ProcessOutput plain = Run(policies.Join("two-files.policy"), argv, extra);
+  EXPECT_EQ(plain.status, 121) << plain.err;
+  EXPECT_EQ(plain.out, "wrote\n");
+  EXPECT_THAT(plain.err, HasSubstr("safex: delivery-failed"));
+  EXPECT_THAT(plain.err, HasSubstr("\"b.txt\" already exists"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/a.txt"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/c.txt"));
+  EXPECT_TRUE(std::filesystem::is_symlink(out + "/b.txt"));
+
+  nlohmann::json j = RunJson(policies.Join("two-files.policy"), argv, extra);
+  EXPECT_EQ(last_status_, 121);
+  EXPECT_EQ(j["verdict"], "delivery-failed");
+  audit::RunDetail d = AuditOf(j["run_id"]);
+  EXPECT_EQ(d.run.verdict, "delivery-failed");
+  EXPECT_THAT(d.run.reason, HasSubstr("could not be delivered"));
+
+  // With the name free, all three arrive.
+  ASSERT_EQ(unlink((out + "/b.txt").c_str()), 0);
+  ProcessOutput ok = Run(policies.Join("two-files.policy"), argv, extra);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  for (const char* n : {"a", "b", "c"}) {
+    std::ifstream f(out + "/" + n + ".txt");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, n);
+  }
+}
+
+// Regression (nothing reclaimed a killed `safex run`): after SIGKILL of the CLI, its tmpfs mount,
+// cgroups, state dir, run record and `running` audit row stayed until a `safex serve` started.
+// The next `safex run` on the same audit log sweeps them (the owner lock proves the owner dead).
+TEST_F(RunCliTest, TheNextRunSweepsWhatAKilledRunLeft) {
+  TempDir state;
+  std::vector<std::string> args = RunArgs(Example("python-untrusted"));
+  for (const std::string& a :
+       {std::string("--state-root"), state.path(), std::string("--"), std::string("python3"),
+        std::string("-c"), std::string("import time; time.sleep(20)")}) {
+    args.push_back(a);
+  }
+  args.insert(args.begin(), testing::SafexBinary());
+  SpawnOptions so;
+  so.argv = args;
+  so.parent_death_signal = SIGKILL;
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  so.fds = {{0, devnull.get()}, {1, devnull.get()}, {2, devnull.get()}};
+  auto cli = Subprocess::Spawn(so);
+  ASSERT_TRUE(cli.ok()) << cli.status().message();
+  // Wait for the run to be going: a running row and its sandbox's directory under the state root.
+  std::string lost;
+  for (int i = 0; i < 300 && lost.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    audit::AuditOptions o;
+    o.read_only = true;
+    auto log = audit::AuditLog::Open(dir_.Join("audit.db"), o);
+    if (!log.ok()) continue;
+    auto runs = (*log)->UnfinishedRuns();
+    if (runs.ok() && !runs->empty() && std::filesystem::exists(state.Join((*runs)[0] + "/state"))) {
+      lost = (*runs)[0];
+    }
+  }
+  ASSERT_FALSE(lost.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the sandbox is up
+  ASSERT_TRUE(cli->Signal(SIGKILL).ok());
+  cli->KillAndWait();
+  testing::LeakCheckOptions where;
+  where.state_root = state.path();
+  EXPECT_FALSE(testing::ResourcesNamingRun(lost, where).empty()) << "the kill left nothing";
+
+  ProcessOutput next =
+      Run(Example("python-untrusted"), {"/bin/echo", "next"}, {"--state-root", state.path()});
+  EXPECT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, "next\n");
+  std::vector<std::string> left = testing::ResourcesNamingRun(lost, where);
+  EXPECT_TRUE(left.empty()) << testing::JoinLines(left);
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("runs/" + lost + ".run")));
+  audit::RunDetail d = AuditOf(lost);
+  EXPECT_EQ(d.run.state, "interrupted");
+  EXPECT_THAT(d.run.reason, HasSubstr("ended before the run did"));
 }
 
 TEST_F(RunCliTest, EightConcurrentRuns) {

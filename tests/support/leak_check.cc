@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/persistent_state.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
@@ -227,10 +228,26 @@ void AddMounts(const LeakCheckOptions& o, std::set<std::string>* items) {
 
 void AddState(const LeakCheckOptions& o, std::set<std::string>* items) {
   for (const std::string& n : ListDir(o.state_root)) {
-    // The gVisor driver's cache of `runsc --version` is persistent by design
-    // (runsc_version_cache.h).
-    if (n == "runsc-version") continue;
-    items->insert("state: " + o.state_root + "/" + n);
+    // What the product keeps on purpose (common/persistent_state.h) is not a leak; what single
+    // runs put inside a kept directory is.
+    const safex::PersistentEntry* kept = nullptr;
+    for (const auto& e : safex::kStateRootPersistent) {
+      if (e.name == n) kept = &e;
+    }
+    if (kept == nullptr) {
+      items->insert("state: " + o.state_root + "/" + n);
+    } else if (kept->children_are_per_run) {
+      for (const std::string& c : ListDir(o.state_root + "/" + n)) {
+        // The daemon's request directory is kept too; the requests in it are per run.
+        if (n == "private" && c == "requests") {
+          for (const std::string& r : ListDir(o.state_root + "/private/requests")) {
+            items->insert("state: " + o.state_root + "/private/requests/" + r);
+          }
+          continue;
+        }
+        items->insert("state: " + o.state_root + "/" + n + "/" + c);
+      }
+    }
   }
   for (const std::string& n : ListDir("/run/runsc")) items->insert("state: /run/runsc/" + n);
   for (const std::string& n : ListDir("/var/run/runsc"))

@@ -1,0 +1,92 @@
+#include "drivers/gvisor/stdio_files.h"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace safex::drivers::gvisor {
+namespace {
+
+constexpr const char* kNames[2] = {"stdout", "stderr"};
+
+// Page rounding of two files and tmpfs's own accounting: a program that writes exactly the cap
+// never meets ENOSPC, and one that writes more is seen writing more than the cap.
+constexpr uint64_t kSlackBytes = 64 << 10;
+
+}  // namespace
+
+StdioFiles::~StdioFiles() { Close().ok(); }
+
+Result<StdioFiles> StdioFiles::Create(const std::string& dir, uint64_t cap) {
+  StdioFiles s;
+  TmpfsMount::Options o;
+  o.size_bytes = cap + kSlackBytes;
+  o.max_inodes = 16;
+  o.mode = 0700;  // root's: the program reaches its files only through the fds it is given
+  s.buf_.resize(64 << 10);
+  SAFEX_ASSIGN_OR_RETURN(s.mount_, TmpfsMount::Mount(dir, o));
+  s.notify_.Reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!s.notify_) return Status::Errno("inotify_init1", errno);
+  for (int i = 0; i < 2; ++i) {
+    const std::string path = dir + "/" + kNames[i];
+    // Security: a fresh tmpfs of ours; O_EXCL|O_NOFOLLOW anyway.
+    s.reader_[i].Reset(
+        open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!s.reader_[i]) return Status::Errno("create", path, errno);
+    s.child_[i].Reset(open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
+    if (!s.child_[i]) return Status::Errno("open", path, errno);
+    if (inotify_add_watch(s.notify_.get(), path.c_str(), IN_MODIFY) < 0) {
+      return Status::Errno("inotify_add_watch", path, errno);
+    }
+  }
+  return s;
+}
+
+void StdioFiles::CloseChildEnds() {
+  child_[0].Reset();
+  child_[1].Reset();
+}
+
+bool StdioFiles::Read(const std::function<void(int, std::string_view)>& sink) {
+  if (notify_) {
+    // Drain the notifications; the files themselves say what is new.
+    char events[4096];
+    while (read(notify_.get(), events, sizeof events) > 0) {
+    }
+  }
+  bool any = false;
+  std::vector<char>& buf = buf_;
+  for (int i = 0; i < 2; ++i) {
+    if (!reader_[i]) continue;
+    struct stat st {};
+    if (fstat(reader_[i].get(), &st) != 0) continue;
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    // The program truncated its own stream: what was read stays read; go on from the new end.
+    if (size < offset_[i]) offset_[i] = size;
+    while (offset_[i] < size) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(size - offset_[i], buf.size()));
+      ssize_t n = pread(reader_[i].get(), buf.data(), want, static_cast<off_t>(offset_[i]));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      offset_[i] += static_cast<uint64_t>(n);
+      any = true;
+      sink(i, std::string_view(buf.data(), static_cast<size_t>(n)));
+    }
+  }
+  return any;
+}
+
+Status StdioFiles::Close() {
+  CloseChildEnds();
+  reader_[0].Reset();
+  reader_[1].Reset();
+  notify_.Reset();
+  return mount_.Unmount();
+}
+
+}  // namespace safex::drivers::gvisor

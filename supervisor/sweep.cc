@@ -1,0 +1,153 @@
+#include "supervisor/sweep.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/microvm/microvm_driver.h"
+#include "drivers/net/run_network.h"
+#include "supervisor/run_record.h"
+#include "supervisor/runner.h"
+
+namespace safex::supervisor {
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool IsAbsoluteClean(const std::string& p) {
+  return !p.empty() && p[0] == '/' && p.find("/../") == std::string::npos && !p.ends_with("/..") &&
+         p.find('\0') == std::string::npos;
+}
+
+// Removes `path` if it exists. Only paths built here from a state root and a run id are given.
+Status RemoveIfPresent(const std::string& path, int* removed) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return Status::Internal("removing " + path + ": " + ec.message());
+  if (removed != nullptr) ++*removed;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepReport* report) {
+  if (options.records_dir.empty()) return Status::Ok();
+  SAFEX_ASSIGN_OR_RETURN(std::vector<StaleRecord> stale, TakeStaleRecords(options.records_dir));
+  if (stale.empty()) return Status::Ok();
+
+  std::string errors;
+  auto note = [&errors](const std::string& what, const Status& st) {
+    if (st.ok()) return;
+    errors += (errors.empty() ? "" : "; ") + what + ": " + st.message();
+  };
+  std::set<std::string> unfinished;
+  {
+    auto runs = log.UnfinishedRuns();
+    if (!runs.ok()) return runs.status().With("sweep: reading unfinished runs");
+    unfinished.insert(runs->begin(), runs->end());
+  }
+  // One gVisor driver per state root the records name (a record of the daemon and one of a CLI
+  // with --state-root name different roots); never probed when no record needs it.
+  std::map<std::string, std::unique_ptr<drivers::GvisorDriver>> gvisor;
+  auto gvisor_for = [&](const std::string& root) -> drivers::GvisorDriver* {
+    auto& d = gvisor[root];
+    if (!d) {
+      drivers::GvisorOptions g;
+      g.runsc_path = options.runsc_path;
+      g.state_root = root;
+      g.cgroup_parent = options.cgroup_parent;
+      d = std::make_unique<drivers::GvisorDriver>(g);
+      if (Status probe = d->Probe(); !probe.ok()) {
+        // No working runsc: no gVisor sandbox can exist or be started.
+        report->warnings.push_back("gVisor leftovers under " + root +
+                                   " not checked: " + probe.message());
+        d.reset();
+        gvisor.erase(root);
+        return nullptr;
+      }
+    }
+    return d.get();
+  };
+  drivers::MicrovmOptions m;
+  m.state_root = options.microvm_state_root;
+  m.cgroup_parent = options.cgroup_parent;
+  drivers::MicrovmDriver microvm(m);  // never probed: cleanup needs no QEMU
+
+  const std::string our_db = Basename(options.audit_db);
+  bool networks_swept = false;
+  for (StaleRecord& r : stale) {
+    const RunRecordInfo& info = r.info;
+    if (r.readable && !info.audit_db.empty() && Basename(info.audit_db) != our_db) {
+      continue;  // another log in the same directory: its own writers sweep it
+    }
+    const size_t errors_before = errors.size();
+    // 1. The sandbox, by run id, under the root the record names.
+    if (r.readable && IsAbsoluteClean(info.state_root) && options.gvisor) {
+      if (drivers::GvisorDriver* g = gvisor_for(info.state_root)) {
+        bool removed = false;
+        note("gVisor run " + info.run_id, g->CleanupStaleRun(info.run_id, &removed));
+        if (removed) ++report->sandboxes_removed;
+      }
+    }
+    if (options.microvm) {
+      bool removed = false;
+      note("microVM run " + info.run_id, microvm.CleanupStaleRun(info.run_id, &removed));
+      if (removed) ++report->microvm_runs_removed;
+    }
+    // 2. Networks of dead owners (their address slots are unlocked).
+    if (!networks_swept) {
+      networks_swept = true;
+      if (Status v = drivers::net::ValidateNetworkConfig(options.network); v.ok()) {
+        int cleaned = 0;
+        note("networks", drivers::net::CleanupStale(options.network, &cleaned));
+        report->networks_removed += cleaned;
+      } else {
+        report->warnings.push_back("run networks not checked: " + v.message());
+      }
+    }
+    // 3. What was staged for it.
+    if (r.readable && IsAbsoluteClean(info.state_root)) {
+      note("input snapshot", RemoveIfPresent(StagedInputPath(info.state_root, info.run_id),
+                                             &report->input_dirs_removed));
+      // Where versions before the private directory staged it.
+      note("input snapshot",
+           RemoveIfPresent(info.state_root + "/input-" + info.run_id, &report->input_dirs_removed));
+    }
+    if (!options.request_inputs_dir.empty()) {
+      note("request input", RemoveIfPresent(options.request_inputs_dir + "/" + info.run_id,
+                                            &report->input_dirs_removed));
+    }
+    if (errors.size() != errors_before) continue;  // the record stays: the next sweep retries
+    // 4. The audit trail: a started run that never ended is closed as interrupted.
+    if (unfinished.count(info.run_id) > 0) {
+      audit::Interrupted ev;
+      ev.run_id = info.run_id;
+      ev.reason =
+          "the process that owned this run" +
+          (r.readable && info.pid > 0 ? " (pid " + std::to_string(info.pid) + ")" : std::string()) +
+          " ended before the run did; its sandbox was removed afterwards";
+      Status st = log.RecordInterrupted(ev);
+      if (!st.ok()) {
+        note("interrupted event for " + info.run_id, st);
+        continue;
+      }
+      report->interrupted.push_back(info.run_id);
+    }
+    // 5. The record.
+    note("run record", RemoveStaleRecord(r));
+    ++report->records_removed;
+  }
+  if (!errors.empty()) return Status::Internal("sweep of dead runs: " + errors);
+  return Status::Ok();
+}
+
+}  // namespace safex::supervisor

@@ -1,0 +1,56 @@
+// Closing the runs of owners that died (a SIGKILLed `safex run`, a crashed daemon), from their
+// durable run records (run_record.h). Shared by `safex run`, which sweeps at every start for its
+// audit log, and by `safex serve`'s crash recovery (serve/recovery.h).
+//
+// For each record in <records_dir> whose lock can be taken (its owner is gone), in this order:
+//   1. the sandbox it may have left, by run id, under the state root the record names: the gVisor
+//      run directory (runsc container, cgroup, mounts; GvisorDriver::CleanupStaleRun) and the
+//      microVM run (VMM cgroup, run directory; MicrovmDriver::CleanupStaleRun);
+//   2. the run networks of dead owners (drivers::net::CleanupStale; only when there is a stale
+//      record, since it scans every address slot);
+//   3. the input snapshot and request files named by the run id (supervisor/private_dir.h);
+//   4. one `interrupted` event when the log shows the run started and never ended;
+//   5. the record itself (last: a failure above leaves it for the next sweep).
+// Records of live owners are left alone (their lock is held), so concurrent sweeps by several
+// `safex run` processes and the daemon are safe: each stale record is handled by whoever takes
+// its lock first. Cheap when nothing is stale: one directory listing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "common/status.h"
+#include "drivers/net/network_config.h"
+
+namespace safex::supervisor {
+
+struct SweepOptions {
+  std::string records_dir;  // RecordsDirFor(audit_db); "" : nothing to sweep
+  std::string audit_db;     // records naming another log in the same directory are skipped
+  std::string runsc_path = "/usr/local/bin/runsc";
+  std::string cgroup_parent = "safex";
+  bool gvisor = true;   // clean gVisor leftovers (needs a working runsc)
+  bool microvm = true;  // clean microVM leftovers (needs only cgroups)
+  std::string microvm_state_root = "/var/lib/safex/microvm";
+  drivers::net::NetworkConfig network;
+  // A directory of per-run request files that only the daemon makes (serve's request inputs);
+  // "" : none.
+  std::string request_inputs_dir;
+};
+
+struct SweepReport {
+  int records_removed = 0;
+  int sandboxes_removed = 0;
+  int microvm_runs_removed = 0;
+  int networks_removed = 0;
+  int input_dirs_removed = 0;
+  std::vector<std::string> interrupted;  // run ids closed with an interrupted event
+  std::vector<std::string> warnings;     // what could not be checked, and why
+};
+
+// Errors: something a dead owner left could not be removed or recorded (the record stays for the
+// next sweep). The report holds what was done either way.
+Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepReport* report);
+
+}  // namespace safex::supervisor
