@@ -42,11 +42,24 @@ struct RunFlags {
   std::vector<std::string> argv;
 };
 
+// The whole --stdin file, read once into memory of its exact size (the run's only copy of it:
+// it moves on into the driver's request). A regular file only: O_NONBLOCK keeps a FIFO from
+// blocking the open, and the fstat refuses it.
 Result<std::string> ReadBoundedFile(const std::string& path, size_t cap) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Status::Errno("open", path, errno);
   UniqueFd owner(fd);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::Errno("fstat", path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument("stdin file " + path + " is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > cap) {
+    return Status::InvalidArgument("stdin file " + path + " is larger than " +
+                                   std::to_string(cap >> 20) + " MiB");
+  }
   std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof(buf));
@@ -176,7 +189,7 @@ int DoRun(const RunFlags& f) {
   options.audit_db = f.audit_db;
   options.network_provider = supervisor::MakeNetworkProvider(network, host->ceilings);
   supervisor::Runner runner(std::move(options));
-  supervisor::RunReport report = runner.Execute(*prepared, spec, **log);
+  supervisor::RunReport report = runner.Execute(*prepared, std::move(spec), **log);
   return Report(report, f.json);
 }
 

@@ -81,7 +81,7 @@ int DoServe(const ServeFlags& f) {
                   std::to_string(r.networks_removed) + " networks, " +
                   std::to_string(r.input_dirs_removed) + " input dirs and " +
                   std::to_string(r.records_removed) + " run records removed");
-  for (const std::string& w : r.warnings) serve::ServeLog("recovery: " + w);
+  for (const std::string& w : r.warnings) serve::ServeWarn("recovery: " + w);
   NotifySystemd("READY=1");
   int rc = (*server)->Run();
   NotifySystemd("STOPPING=1");

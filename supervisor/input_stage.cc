@@ -26,7 +26,11 @@ struct Copier {
       return Status::InvalidArgument("input is larger than the policy's disk limit (" +
                                      std::to_string(limits.max_bytes) + " bytes) at " + shown);
     }
-    UniqueFd in(openat(src_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+    if (limits.before_open) limits.before_open(shown);
+    // Security: O_NONBLOCK, so that a file swapped for a FIFO between listing and opening cannot
+    // block root in open(2) (the fstat below then refuses it); no effect on a regular file.
+    UniqueFd in(
+        openat(src_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (!in) return Status::Errno("open input file", shown, errno);
     struct stat now {};
     // The file may have been swapped between listing and opening: check what we opened.

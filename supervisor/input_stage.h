@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -16,6 +17,8 @@ struct InputLimits {
   uint64_t max_bytes = 0;   // total size of regular files (the plan's disk limit)
   uint64_t max_files = 10000;
   uint32_t max_depth = 32;
+  // Test seam: runs between classifying a file and opening it (race simulation).
+  std::function<void(const std::string& shown_path)> before_open;
 };
 
 class StagedInput {

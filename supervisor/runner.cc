@@ -229,7 +229,7 @@ Status Runner::RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunRepor
   return st;
 }
 
-RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec, audit::AuditLog& log) {
+RunReport Runner::Execute(const PreparedPlan& prepared, RunSpec spec, audit::AuditLog& log) {
   const plan::Plan& plan = prepared.plan;
   RunReport report;
   report.run_id = spec.run_id.empty() ? audit::NewRunId() : spec.run_id;
@@ -284,7 +284,7 @@ RunReport Runner::Execute(const PreparedPlan& prepared, const RunSpec& spec, aud
   drivers::RunRequest request;
   request.run_id = report.run_id;
   request.argv = spec.argv;
-  request.stdin_data = spec.stdin_data;
+  request.stdin_data = std::move(spec.stdin_data);
   request.cancel = spec.cancel;
   if (Status st = (*driver)->CheckRequest(plan, request); !st.ok()) {
     return refuse(Verdict::kRefused, st.message());

@@ -107,7 +107,9 @@ class Runner {
 
   // Runs `spec` under `prepared`, recording it in `log`. Never throws; every outcome, refusals
   // included, is a RunReport. Thread-safety: concurrent calls are allowed with distinct logs.
-  RunReport Execute(const PreparedPlan& prepared, const RunSpec& spec, audit::AuditLog& log);
+  // `spec` is taken by value: its stdin (up to 64 MiB) moves into the driver's request
+  // instead of being copied.
+  RunReport Execute(const PreparedPlan& prepared, RunSpec spec, audit::AuditLog& log);
 
   // Records a refusal of a request that never got as far as a plan (bad policy, busy service).
   // `max_argv_bytes` (0: no bound) bounds the argv kept in the record: whole arguments are kept

@@ -607,7 +607,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   std::optional<LimitHit> reason;
   std::string detail;
   bool cancelled = false;  // stopped through req.cancel (reason is then kNone)
-  const std::string stdin_data = req.stdin_data.value_or("");
+  static const std::string kNoStdin;
+  const std::string& stdin_data = req.stdin_data ? *req.stdin_data : kNoStdin;  // not copied
   size_t stdin_off = 0;
   if (in_pipe && stdin_data.empty()) in_pipe->write.Reset();
   UniqueFd no_fd;  // stdout and stderr are read from s.stdio, not through readers[0..1]

@@ -473,7 +473,7 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
 
   microvm::SessionConfig sc;
   sc.spec_payload = microvm::EncodeSpec(spec);
-  if (in.has_stdin) sc.stdin_data = *req.stdin_data;
+  if (in.has_stdin) sc.stdin_data = &*req.stdin_data;
   sc.output_cap = plan.limits.output_bytes;
   sc.boot_timeout = o.boot_timeout;
   sc.wall_timeout = std::chrono::nanoseconds(plan.limits.wall_time_ns);

@@ -30,7 +30,8 @@ const char* PhaseName(Phase p);
 
 struct SessionConfig {
   std::string spec_payload;  // kSpec; empty for a probe boot (stop at kHello)
-  std::optional<std::string> stdin_data;
+  // Borrowed (must outlive the session): stdin can be 64 MiB, and copies of it add up.
+  const std::string* stdin_data = nullptr;
   uint64_t output_cap = 0;  // stdout + stderr bytes accepted from the guest
   std::chrono::nanoseconds boot_timeout{std::chrono::seconds(30)};
   std::chrono::nanoseconds wall_timeout{std::chrono::seconds(30)};

@@ -30,6 +30,7 @@
 #include "audit/time_format.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/network.h"
+#include "supervisor/output/escape.h"
 #include "supervisor/private_dir.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
@@ -175,6 +176,7 @@ struct Job {
   uint64_t conn = 0;
   Caller caller;
   std::string run_id;  // given at admission (the client learns it from a 102 response)
+  int64_t admitted_ns = 0;
   SubmitRequest request;
 };
 
@@ -183,19 +185,8 @@ struct Completion {
   std::string response;
 };
 
-std::mutex g_log_mu;
-
 }  // namespace
 
-void ServeLog(const std::string& line) {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  std::string stamp =
-      audit::FormatIso8601(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
-  std::lock_guard<std::mutex> l(g_log_mu);
-  std::fprintf(stderr, "%s safex serve: %s\n", stamp.c_str(), line.c_str());
-  std::fflush(stderr);
-}
 
 struct Server::Impl {
   ServeConfig cfg;
@@ -307,7 +298,7 @@ struct Server::Impl {
     const int64_t now = WallNs();
     int64_t last = last_space_warning_ns.load();
     if (now - last > 60'000'000'000 && last_space_warning_ns.compare_exchange_strong(last, now)) {
-      ServeLog("warning: the audit log's filesystem has " + std::to_string(free_bytes) +
+      ServeWarn("the audit log's filesystem has " + std::to_string(free_bytes) +
                " bytes free, below audit_reserve (" + std::to_string(svc().audit_reserve_bytes) +
                "): refusals are counted into summaries, not recorded one by one");
     }
@@ -333,7 +324,7 @@ struct Server::Impl {
     Status st = supervisor::Runner::RecordRefusal(log, spec, report, svc().refusal_argv_bytes);
     if (st.ok()) return std::nullopt;
     metrics.refusals_unrecorded.fetch_add(1);
-    ServeLog("error: a refusal of uid " +
+    ServeError("a refusal of uid " +
              (spec.requester.uid ? std::to_string(*spec.requester.uid) : std::string("?")) +
              " could not be recorded in the audit log (answered 500): " + st.message());
     json j = {{"error",
@@ -392,11 +383,11 @@ struct Server::Impl {
           metrics.refusal_summaries.fetch_add(1);
         } else {
           metrics.refusals_unrecorded.fetch_add(sum.count);
-          ServeLog("error: a refusal summary could not be recorded in the audit log: " +
+          ServeError("a refusal summary could not be recorded in the audit log: " +
                    st.message() + " (" + sum.Text() + ")");
         }
       });
-      if (!posted) ServeLog("error: the audit backlog is full; lost: " + sum.Text());
+      if (!posted) ServeError("the audit backlog is full; lost: " + sum.Text());
     }
   }
 
@@ -427,7 +418,7 @@ struct Server::Impl {
     const auto t0 = Clock::now();
     supervisor::RunSpec spec;
     spec.argv = job.request.argv;
-    spec.stdin_data = job.request.stdin_data;
+    spec.stdin_data = std::move(job.request.stdin_data);
     spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
     spec.run_id = job.run_id;
     spec.cancel = &cancel;
@@ -440,6 +431,11 @@ struct Server::Impl {
         report.reason += kCountedNote;
       } else if (auto failed = RecordRefusal(log, spec, &report)) {
         return *failed;
+      } else {
+        // Said once per recorded refusal: the log's own rate is the refusal rate's.
+        ServeLog(why == RefusalReason::kPolicy ? Severity::kError : Severity::kInfo,
+                 "run " + spec.run_id + ": refused (" + RefusalReasonName(why) + "): " +
+                     output::EscapeForLog(report.reason));
       }
       if (http_status != 200)
         return FormatResponse(http_status, kJson, RefusalBody(report, http_status));
@@ -456,10 +452,6 @@ struct Server::Impl {
       bool unknown = prepared.status().code() == Status::Code::kNotFound;
       const RefusalReason why = unknown ? RefusalReason::kUnknownPolicy : RefusalReason::kPolicy;
       metrics.Refused(why);
-      ServeLog((unknown ? "run " + spec.run_id + " refused: no policy \""
-                        : "error: run " + spec.run_id + " refused: policy \"") +
-               job.request.policy + "\" " +
-               (unknown ? "in the policy directory" : "does not compile: " + report.reason));
       return refused(why, unknown ? 404 : 200);
     }
 
@@ -480,11 +472,39 @@ struct Server::Impl {
     }
 
     metrics.RunStarted();
-    supervisor::RunReport result = runner->Execute(**prepared, spec, log);
+    ServeLog("run " + spec.run_id + ": started (uid " + std::to_string(job.caller.uid) +
+             ", policy \"" + job.request.policy + "\", plan " +
+             (*prepared)->digest.substr(0, 12) + ")");
+    supervisor::RunReport result = runner->Execute(**prepared, std::move(spec), log);
     if (!input_dir.empty()) RemoveDir(input_dir);
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     metrics.RunFinished(result.verdict, seconds);
+    LogEnd(result, seconds);
     return FormatResponse(200, kJson, RunBody(result));
+  }
+
+  // One line per ended run: its verdict and status, and why when it is not a plain exit. Setup
+  // errors and undeliverable outputs are errors for the operator, not for the caller.
+  static void LogEnd(const supervisor::RunReport& r, double seconds) {
+    const supervisor::Verdict v = r.verdict;
+    const Severity severity = v == supervisor::Verdict::kSetupError ||
+                                      v == supervisor::Verdict::kDeliveryFailed
+                                  ? Severity::kError
+                                  : Severity::kInfo;
+    std::string line = "run " + r.run_id + ": " + std::string(supervisor::VerdictName(v)) +
+                       " (exit status " + std::to_string(r.exit_status) + ", " +
+                       std::to_string(static_cast<int64_t>(seconds * 1000)) + " ms";
+    if (!r.limits_fired.empty()) line += ", limit " + r.limits_fired.front();
+    line += ")";
+    if (v != supervisor::Verdict::kOk && v != supervisor::Verdict::kNonzeroExit &&
+        !r.reason.empty()) {
+      line += ": " + output::EscapeForLog(r.reason);
+    }
+    if (r.result && !r.result->teardown_error.empty()) {
+      ServeError("run " + r.run_id + ": teardown left something behind: " +
+                 output::EscapeForLog(r.result->teardown_error));
+    }
+    ServeLog(severity, line);
   }
 
   static Status WriteInputs(const std::string& dir, const std::vector<InputFile>& files) {
@@ -510,7 +530,7 @@ struct Server::Impl {
   static void RemoveDir(const std::string& dir) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
-    if (ec) ServeLog("could not remove " + dir + ": " + ec.message());
+    if (ec) ServeError("could not remove " + dir + ": " + ec.message());
   }
 
   // ---- The event loop.
@@ -836,12 +856,33 @@ struct Server::Impl {
       ++pending;
       metrics.queue_depth.fetch_add(1);
       run_id = audit::NewRunId();
-      ServeLog("run " + run_id + " admitted: uid " + std::to_string(caller.uid) + ", policy \"" +
-               r.policy + "\", " + std::to_string(jobs.size()) + " queued before it");
-      jobs.push_back(Job{c.id, caller, run_id, std::move(r)});
+      ServeLog("run " + run_id + ": admitted (uid " + std::to_string(caller.uid) + ", policy \"" +
+               r.policy + "\", " + std::to_string(jobs.size()) + " queued before it)");
+      jobs.push_back(Job{c.id, caller, run_id, WallNs(), std::move(r)});
     }
     jobs_cv.notify_one();
     SendRunId(c, run_id);
+  }
+
+  // Runs admitted and still queued (not yet handed to a worker, so not yet in the audit log), in
+  // queue order: every one for root, the caller's own otherwise; only `run_id` when given.
+  std::vector<json> QueuedRuns(const Caller& caller, const std::string& run_id) {
+    std::vector<json> out;
+    std::lock_guard<std::mutex> l(jobs_mu);
+    size_t position = 0;
+    for (const Job& j : jobs) {
+      ++position;
+      if (!run_id.empty() && j.run_id != run_id) continue;
+      if (caller.uid != 0 && j.caller.uid != caller.uid) continue;
+      out.push_back(json{{"run_id", j.run_id},
+                         {"state", "queued"},
+                         {"queue_position", position},
+                         {"admitted_at", audit::FormatIso8601(j.admitted_ns)},
+                         {"uid", j.caller.uid},
+                         {"policy", j.request.policy},
+                         {"verdict", nullptr}});
+    }
+    return out;
   }
 
   void ListRuns(Conn& c) {
@@ -874,6 +915,7 @@ struct Server::Impl {
                 Dump(json{{"error", {{"status", 500}, {"message", runs.status().message()}}}})));
       }
       json arr = json::array();
+      for (json& q : QueuedRuns(caller, "")) arr.push_back(std::move(q));
       for (const auto& r : *runs) arr.push_back(SummaryJson(r));
       Complete(id, FormatResponse(200, kJson, Dump(json{{"runs", arr}})));
     });
@@ -890,6 +932,9 @@ struct Server::Impl {
           id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
     }
     const Caller caller = c.caller;
+    // Admitted and still waiting for a worker: not in the audit log yet, but the caller's.
+    std::vector<json> waiting = QueuedRuns(caller, run_id);
+    if (!waiting.empty()) return Complete(id, FormatResponse(200, kJson, Dump(waiting.front())));
     bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
       auto d = log.GetRun(run_id);
       // Another user's run is "not found" for the caller: its existence is not theirs to learn.
@@ -966,7 +1011,7 @@ struct Server::Impl {
           std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(wake - now).count()));
       int n = epoll_wait(epoll_fd.get(), events, 64, timeout);
       if (n < 0 && errno != EINTR) {
-        ServeLog(std::string("epoll_wait: ") + std::strerror(errno));
+        ServeError(std::string("epoll_wait: ") + std::strerror(errno));
         return 1;
       }
       for (int i = 0; i < n; ++i) {
@@ -1209,7 +1254,7 @@ int Server::Run() {
   int rc = s.Loop();
   s.StopThreads();
   if (Status st = drivers::net::WaitForBackgroundTeardowns(); !st.ok()) {
-    ServeLog("network teardown: " + st.message());
+    ServeError("network teardown: " + st.message());
   }
   if (s.listen_fd) {
     s.listen_fd.Reset();

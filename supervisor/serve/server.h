@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "compiler/host_config.h"
 #include "supervisor/serve/recovery.h"
+#include "supervisor/serve/service_log.h"
 
 namespace safex::serve {
 
@@ -57,7 +58,5 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-// Log lines of the daemon (stderr; journald keeps them under the unit).
-void ServeLog(const std::string& line);
 
 }  // namespace safex::serve

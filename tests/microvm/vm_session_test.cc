@@ -100,7 +100,8 @@ SessionConfig Config() {
 TEST(VmSessionTest, HappyPathDeliversSpecAndStdinAndCollectsEverything) {
   FakeVm vm;
   SessionConfig c = Config();
-  c.stdin_data = std::string(300000, 'i');  // several frames, more than a socket buffer
+  const std::string stdin_data(300000, 'i');  // several frames, more than a socket buffer
+  c.stdin_data = &stdin_data;
   std::vector<Frame> got;
   // The guest as the agent behaves: hello, then nothing until the spec and stdin are in.
   std::thread guest([&] {
