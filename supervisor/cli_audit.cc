@@ -1,6 +1,7 @@
 // `safex audit list|show|verify|checkpoint|export`: the auditors' verbs over the audit library.
 //
-// Exit statuses: 0 ok; 1 verification failed or run not found; 2 usage (bad flag or argument);
+// Exit statuses: 0 ok; 1 verification failed (`verify`, or `checkpoint` of a log that does not
+// verify: nothing is signed) or run not found; 2 usage (bad flag or argument);
 // 3 the audit log (or its key) cannot be opened or read. Everything read from the log is hostile
 // (argv and reasons come from requests) and is escaped before it reaches a terminal.
 #include <fcntl.h>
@@ -441,6 +442,11 @@ int DoCheckpoint(const CommonArgs& c, const std::string& out) {
   auto cp = log->MakeCheckpoint();
   if (!cp.ok()) {
     PrintError(cp.status().message());
+    if (cp.status().code() == Status::Code::kDataLoss) {
+      // MakeCheckpoint verified the log first and found it damaged.
+      PrintError("no checkpoint was signed; `safex audit verify` shows what is wrong");
+      return kExitFailed;
+    }
     return kExitUnreadable;
   }
   if (!out.empty()) {

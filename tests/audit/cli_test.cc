@@ -158,7 +158,8 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
   EXPECT_NE(r.out.find("FAILED: event 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("first bad event: 2"), std::string::npos) << r.out;
 
-  // Truncate a copy and remove its checkpoints: only the kept file can tell.
+  // Truncate a copy and remove its checkpoints: the integrity marker the checkpoint left
+  // still tells...
   const std::string cut = dir_.File("cut.db");
   testing::CopyDb(db_, cut);
   ASSERT_EQ(testing::RawSql(cut,
@@ -166,6 +167,12 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
                             "checkpoints_no_delete; DELETE FROM events WHERE seq > 3; "
                             "DELETE FROM checkpoints"),
             "");
+  r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut, "--key", key_});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("integrity marker"), std::string::npos) << r.out;
+  // ...until it is removed too: then only the kept file can tell.
+  ASSERT_EQ(testing::RawSql(cut, "DELETE FROM integrity_marker"), "");
   r = testing::RunProcess(
       {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut, "--key", key_});
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -177,6 +184,20 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
 
   std::ofstream(dir_.File("bad.json")) << "{ not a checkpoint";
   EXPECT_EQ(Safex({"verify", "--checkpoint", dir_.File("bad.json")}).exit_code, 2);
+}
+
+TEST_F(AuditCliTest, CheckpointRefusesALogThatDoesNotVerify) {
+  ASSERT_EQ(testing::RawSql(db_,
+                            "DROP TRIGGER events_no_update; "
+                            "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
+            "");
+  ProcResult r = Safex({"checkpoint", "--out", dir_.File("cp.json")});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("refusing to sign"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("first bad event: 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("checkpoint:"), std::string::npos) << r.out;
+  EXPECT_EQ(testing::RawQuery(db_, "SELECT count(*) FROM checkpoints"), "0");
+  EXPECT_NE(access(dir_.File("cp.json").c_str(), F_OK), 0);
 }
 
 TEST_F(AuditCliTest, ExportEveryEvent) {
