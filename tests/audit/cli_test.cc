@@ -186,6 +186,34 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
   EXPECT_EQ(Safex({"verify", "--checkpoint", dir_.File("bad.json")}).exit_code, 2);
 }
 
+// Issue 12: with --key naming a key that no checkpoint has made yet, verify exited 3 without
+// checking anything.
+TEST_F(AuditCliTest, VerifyChecksTheChainOfALogNeverCheckpointed) {
+  ASSERT_NE(access((key_ + ".pub").c_str(), F_OK), 0);
+  ProcResult r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK: 5 events"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoints verified: 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("note: no checkpoint"), std::string::npos) << r.out;
+  // It is a real check: an edited event still fails it.
+  ASSERT_EQ(testing::RawSql(db_,
+                            "DROP TRIGGER events_no_update; "
+                            "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
+            "");
+  r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAILED: event 2"), std::string::npos) << r.out;
+}
+
+TEST_F(AuditCliTest, VerifyOfSignedCheckpointsNeedsTheNamedPublicKey) {
+  ASSERT_EQ(Safex({"checkpoint"}).exit_code, 0);
+  ASSERT_EQ(unlink((key_ + ".pub").c_str()), 0);
+  // Signatures exist but the key the auditor named cannot be read: that is not a pass.
+  ProcResult r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("audit.key.pub"), std::string::npos) << r.err;
+}
+
 TEST_F(AuditCliTest, CheckpointRefusesALogThatDoesNotVerify) {
   ASSERT_EQ(testing::RawSql(db_,
                             "DROP TRIGGER events_no_update; "
