@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -210,6 +211,282 @@ class TxnGuard {
   sqlite3* db_;
 };
 
+Result<std::vector<Checkpoint>> ReadCheckpoints(sqlite3* db) {
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db,
+                                               "SELECT log_id, event_count, head_hash, time_ns, "
+                                               "public_key, signature FROM checkpoints ORDER BY "
+                                               "id"));
+  std::vector<Checkpoint> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    auto c = CheckpointFrom(s);
+    if (!c.ok()) {
+      s.Reset();
+      return c.status();
+    }
+    out.push_back(std::move(c).value());
+  }
+  return out;
+}
+
+// The integrity marker's row (schema.h): the last point a check verified.
+struct Marker {
+  int64_t verified_seq = 0;
+  std::string verified_hash;  // 64 lowercase hex digits
+  int64_t verified_ns = 0;
+  int64_t full_ns = 0;  // when the last full check started
+};
+
+// The marker of log `log_id`, or nullopt when there is none that can be used: no table (a log
+// made before markers, opened read-only) or no row, a read error (a damaged file: the full check
+// that follows says what is wrong), a value of the wrong type or form, or another log's id.
+std::optional<Marker> ReadMarker(sqlite3* db, const std::string& log_id) {
+  auto s = Stmt::Prepare(db,
+                         "SELECT log_id, verified_seq, verified_hash, verified_ns, full_ns FROM "
+                         "integrity_marker WHERE id = 1");
+  if (!s.ok()) return std::nullopt;
+  auto have = s->Step();
+  if (!have.ok() || !*have) return std::nullopt;
+  std::optional<Marker> out;
+  auto id = s->Value(0);
+  auto seq = s->Value(1);
+  auto hash = s->Value(2);
+  auto checked = s->Value(3);
+  auto full = s->Value(4);
+  s->Reset();
+  if (!id.ok() || !seq.ok() || !hash.ok() || !checked.ok() || !full.ok()) return out;
+  const auto* id_text = std::get_if<std::string>(&*id);
+  const auto* seq_int = std::get_if<int64_t>(&*seq);
+  const auto* hash_text = std::get_if<std::string>(&*hash);
+  const auto* checked_int = std::get_if<int64_t>(&*checked);
+  const auto* full_int = std::get_if<int64_t>(&*full);
+  if (id_text == nullptr || *id_text != log_id || seq_int == nullptr || *seq_int < 0 ||
+      hash_text == nullptr || !DigestFromHex(*hash_text) || checked_int == nullptr ||
+      full_int == nullptr) {
+    return out;
+  }
+  out = Marker{*seq_int, *hash_text, *checked_int, *full_int};
+  return out;
+}
+
+// A marker's full check is too old (or claims to be from the future, so its age is unknown).
+bool FullCheckIsDue(const Marker& m, int64_t now_ns, std::chrono::seconds max_age) {
+  if (m.full_ns > now_ns || max_age.count() <= 0) return true;
+  constexpr int64_t kNsPerS = 1'000'000'000;
+  if (max_age.count() >= std::numeric_limits<int64_t>::max() / kNsPerS) return false;
+  return now_ns - m.full_ns > max_age.count() * kNsPerS;
+}
+
+// The stored hash of event `seq` (the genesis hash for 0), nullopt when there is no such event.
+Result<std::optional<std::string>> StoredHash(sqlite3* db, const std::string& log_id, int64_t seq) {
+  if (seq == 0) return std::optional<std::string>(ToHex(GenesisHash(log_id)));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "SELECT hash FROM events WHERE seq = ?1"));
+  SAFEX_RETURN_IF_ERROR(s.BindInt(1, seq));
+  SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+  if (!have) return std::optional<std::string>();
+  std::optional<std::string> hash = s.Text(0);
+  s.Reset();
+  return hash;
+}
+
+VerifyReport Fail(VerifyReport rep, int64_t seq, std::string problem) {
+  rep.ok = false;
+  rep.first_bad_seq = seq;
+  rep.problem = std::move(problem);
+  return rep;
+}
+
+std::string MarkerSays(const Marker& m) {
+  return "the integrity marker (written by the last successful check, not signed) says event " +
+         std::to_string(m.verified_seq) + " was verified at " + FormatIso8601(m.verified_ns);
+}
+
+// Steps `s` (events ordered by seq) and checks that they run expected, expected+1, ... and that
+// each hash chains from `prev`. true: intact, events/head_seq/head_hash filled; false: damaged,
+// *rep says where. `wanted` (may be null) gets the hash at each seq it holds.
+Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
+                       std::map<uint64_t, std::string>* wanted, VerifyReport* rep) {
+  const int64_t first = expected;
+  auto bad = [rep](int64_t seq, std::string problem) {
+    *rep = Fail(*rep, seq, std::move(problem));
+    return false;
+  };
+  for (;;) {
+    auto have = s.Step();
+    if (!have.ok()) {
+      if (have.status().code() == Status::Code::kDataLoss) {
+        return bad(expected,
+                   "reading event " + std::to_string(expected) + ": " + have.status().message());
+      }
+      return have.status();
+    }
+    if (!*have) break;
+    auto row = ReadEventRow(s);
+    if (!row.ok()) {
+      s.Reset();
+      return bad(expected, "event " + std::to_string(expected) + ": " + row.status().message());
+    }
+    int64_t seq = row->seq();
+    if (seq != expected) {
+      s.Reset();
+      if (seq > expected) {
+        return bad(seq, "event " + std::to_string(seq) + ": events " + std::to_string(expected) +
+                            ".." + std::to_string(seq - 1) + " are missing (deleted)");
+      }
+      return bad(seq, "event " + std::to_string(seq) + ": out of sequence");
+    }
+    Sha256Digest h = ChainHash(prev, EncodeEvent(*row));
+    if (ToHex(h) != row->hash) {
+      s.Reset();
+      return bad(seq, "event " + std::to_string(seq) + " (run " +
+                          std::string(row->text(kColRunId)) + ", " +
+                          std::string(row->text(kColKind)) +
+                          "): hash mismatch: this event was edited, or one before it was removed, "
+                          "inserted or reordered");
+    }
+    prev = h;
+    if (wanted != nullptr) {
+      auto w = wanted->find(static_cast<uint64_t>(seq));
+      if (w != wanted->end()) w->second = row->hash;
+    }
+    ++expected;
+  }
+  rep->events = static_cast<uint64_t>(expected - first);
+  rep->head_seq = expected - 1;
+  rep->head_hash = ToHex(prev);
+  return true;
+}
+
+// PRAGMA integrity_check, the whole chain, the checkpoints (stored and options.external) and the
+// integrity marker's claim: Verify() and CheckIntegrity(kFull).
+Result<VerifyReport> FullCheck(sqlite3* db, const std::string& log_id,
+                               const VerifyOptions& options) {
+  VerifyReport rep;
+  rep.kind = IntegrityCheck::kFull;
+  if (options.integrity_check) {
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA integrity_check"));
+    std::string problems;
+    int lines = 0;
+    for (;;) {
+      auto have = s.Step();
+      if (!have.ok()) return Fail(rep, 0, "integrity_check: " + have.status().message());
+      if (!*have) break;
+      std::string line = s.Text(0);
+      if (line != "ok" && lines++ < 5) problems += (problems.empty() ? "" : "; ") + line;
+    }
+    if (!problems.empty()) return Fail(rep, 0, "SQLite integrity_check failed: " + problems);
+  }
+
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
+  auto stored_checkpoints = ReadCheckpoints(db);
+  if (!stored_checkpoints.ok()) {
+    if (stored_checkpoints.status().code() == Status::Code::kDataLoss) {
+      return Fail(rep, 0, stored_checkpoints.status().message());
+    }
+    return stored_checkpoints.status();
+  }
+  std::vector<std::pair<std::string, Checkpoint>> checkpoints;
+  for (size_t i = 0; i < stored_checkpoints->size(); ++i) {
+    checkpoints.emplace_back("checkpoint #" + std::to_string(i + 1) + " in the database",
+                             (*stored_checkpoints)[i]);
+  }
+  if (options.external) checkpoints.emplace_back("the checkpoint file", *options.external);
+  // Read in the same snapshot as the chain, so every event it names is in it.
+  const std::optional<Marker> marker = ReadMarker(db, log_id);
+  // Hashes the chain must have at the counts that checkpoints and the marker name.
+  std::map<uint64_t, std::string> wanted;
+  for (const auto& [name, c] : checkpoints) wanted[c.event_count];
+  if (marker) wanted[static_cast<uint64_t>(marker->verified_seq)];
+
+  const Sha256Digest genesis = GenesisHash(log_id);
+  if (wanted.count(0)) wanted[0] = ToHex(genesis);
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
+  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep));
+  if (!intact) return rep;
+  SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
+
+  for (const auto& [name, c] : checkpoints) {
+    Status sig = VerifyCheckpointSignature(c);
+    if (!sig.ok()) return Fail(rep, 0, name + ": " + sig.message());
+    if (options.trusted_public_key && c.public_key != *options.trusted_public_key) {
+      return Fail(rep, 0,
+                  name + " is signed by key " + c.public_key.substr(0, 16) +
+                      "..., not by the trusted key " + options.trusted_public_key->substr(0, 16) +
+                      "...");
+    }
+    if (c.log_id != log_id) {
+      return Fail(
+          rep, 0,
+          name + " belongs to another log (log id " + c.log_id + ", this log is " + log_id + ")");
+    }
+    if (c.event_count > rep.events) {
+      return Fail(rep, static_cast<int64_t>(rep.events) + 1,
+                  name + " (signed " + FormatIso8601(c.time_ns) + ") covers " +
+                      std::to_string(c.event_count) + " events but the log has only " +
+                      std::to_string(rep.events) + ": the log was truncated");
+    }
+    if (wanted[c.event_count] != c.head_hash) {
+      return Fail(rep, static_cast<int64_t>(c.event_count),
+                  name + " (signed " + FormatIso8601(c.time_ns) + "): event " +
+                      std::to_string(c.event_count) +
+                      " does not have the signed hash: the log was rewritten");
+    }
+    ++rep.checkpoints;
+  }
+  if (marker) {
+    if (marker->verified_seq > rep.head_seq) {
+      return Fail(rep, rep.head_seq + 1,
+                  MarkerSays(*marker) + ", but the log has only " + std::to_string(rep.head_seq) +
+                      " events: the log was truncated, or the marker edited");
+    }
+    if (wanted[static_cast<uint64_t>(marker->verified_seq)] != marker->verified_hash) {
+      return Fail(
+          rep, marker->verified_seq,
+          MarkerSays(*marker) + " with another hash: the log was rewritten, or the marker edited");
+    }
+  }
+  rep.ok = true;
+  return rep;
+}
+
+// The chain from the marker's event to the head, in one snapshot.
+Result<VerifyReport> IncrementalCheck(sqlite3* db, const std::string& log_id, const Marker& m) {
+  VerifyReport rep;
+  rep.kind = IntegrityCheck::kIncremental;
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
+  auto stored = StoredHash(db, log_id, m.verified_seq);
+  if (!stored.ok()) {
+    if (stored.status().code() == Status::Code::kDataLoss) {
+      return Fail(
+          rep, m.verified_seq,
+          "reading event " + std::to_string(m.verified_seq) + ": " + stored.status().message());
+    }
+    return stored.status();
+  }
+  if (!*stored) {
+    return Fail(rep, m.verified_seq,
+                MarkerSays(m) +
+                    ", but the log has no such event: the log was truncated, or the "
+                    "marker edited");
+  }
+  if (**stored != m.verified_hash) {
+    return Fail(rep, m.verified_seq,
+                MarkerSays(m) + " with another hash: the log was rewritten, or the marker edited");
+  }
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("WHERE seq > ?1")));
+  SAFEX_RETURN_IF_ERROR(s.BindInt(1, m.verified_seq));
+  // ReadMarker checked the form of the hash.
+  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, m.verified_seq + 1,
+                                                *DigestFromHex(m.verified_hash), nullptr, &rep));
+  if (!intact) return rep;
+  SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
+  rep.ok = true;
+  return rep;
+}
+
 }  // namespace
 
 struct AuditLog::Impl {
@@ -224,6 +501,9 @@ struct AuditLog::Impl {
   Stmt head;
   Stmt run_events;
   Stmt insert;
+  // Set if synchronous=FULL could not be restored after a marker write: appends would not be
+  // durable, so they are refused.
+  bool durability_lost = false;
 };
 
 AuditLog::~AuditLog() = default;
@@ -343,6 +623,21 @@ Status AuditLog::Init() {
                                         std::to_string(internal::kSchemaVersion) + ")");
     }
   }
+  if (!options_.read_only) {
+    // Logs made before the marker existed get its table from their first writer.
+    SAFEX_ASSIGN_OR_RETURN(
+        Stmt s, Stmt::Prepare(db,
+                              "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+                              "name = ?1"));
+    SAFEX_RETURN_IF_ERROR(s.BindText(1, internal::kIntegrityMarkerTable));
+    SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+    const bool have_marker_table = row && s.Int(0) > 0;
+    s.Reset();
+    if (!have_marker_table) {
+      SAFEX_RETURN_IF_ERROR(
+          Exec(db, internal::kCreateIntegrityMarkerSql, "creating the integrity marker table"));
+    }
+  }
   if (!options_.read_only && !im.memory) {
     // WAL persists in the file; restore it if someone switched the log to another mode.
     SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA journal_mode"));
@@ -429,6 +724,8 @@ Status AuditLog::CreateSchemaIfNew() {
         "not a safex audit log (an SQLite database with other tables); refusing to touch it");
   }
   SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateSchemaSql, "creating the schema"));
+  SAFEX_RETURN_IF_ERROR(
+      Exec(db, internal::kCreateIntegrityMarkerSql, "creating the integrity marker table"));
   std::string pragmas = "PRAGMA application_id=" + std::to_string(internal::kApplicationId) +
                         "; PRAGMA user_version=" + std::to_string(internal::kSchemaVersion) + ";";
   SAFEX_RETURN_IF_ERROR(Exec(db, pragmas.c_str(), "stamping the schema"));
@@ -481,6 +778,9 @@ Status AuditLog::CheckWritable() {
 Status AuditLog::Append(EventRow row, EventRef* appended) {
   if (options_.read_only) return Status::FailedPrecondition("audit log opened read-only");
   Impl& im = *impl_;
+  if (im.durability_lost) {
+    return Status::Internal("this connection lost synchronous=FULL; reopen the audit log");
+  }
   sqlite3* db = im.db.get();
   TxnGuard guard(db);
   SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
@@ -694,164 +994,123 @@ Result<AuditLog::Durability> AuditLog::GetDurability() {
   return d;
 }
 
-Result<std::vector<Checkpoint>> AuditLog::Checkpoints() {
-  SAFEX_ASSIGN_OR_RETURN(
-      Stmt s, Stmt::Prepare(impl_->db.get(),
-                            "SELECT log_id, event_count, head_hash, time_ns, public_key, "
-                            "signature FROM checkpoints ORDER BY id"));
-  std::vector<Checkpoint> out;
-  for (;;) {
-    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
-    if (!have) break;
-    auto c = CheckpointFrom(s);
-    if (!c.ok()) {
-      s.Reset();
-      return c.status();
-    }
-    out.push_back(std::move(c).value());
-  }
-  return out;
-}
+Result<std::vector<Checkpoint>> AuditLog::Checkpoints() { return ReadCheckpoints(impl_->db.get()); }
 
 Result<VerifyReport> AuditLog::Verify(const VerifyOptions& options) {
+  return FullCheck(impl_->db.get(), log_id_, options);
+}
+
+Result<VerifyReport> AuditLog::CheckIntegrity(IntegrityCheck kind,
+                                              std::chrono::seconds max_full_age) {
   sqlite3* db = impl_->db.get();
+  // The marker is read before the check's snapshot, so every event it names is in the snapshot
+  // unless the log lost it.
+  const int64_t started_ns = NowNs();
+  const std::optional<Marker> marker = ReadMarker(db, log_id_);
+  const bool full =
+      kind == IntegrityCheck::kFull || !marker || FullCheckIsDue(*marker, started_ns, max_full_age);
   VerifyReport rep;
-  auto fail = [&rep](int64_t seq, std::string problem) {
+  if (full) {
+    SAFEX_ASSIGN_OR_RETURN(rep, FullCheck(db, log_id_, VerifyOptions{}));
+  } else {
+    SAFEX_ASSIGN_OR_RETURN(rep, IncrementalCheck(db, log_id_, *marker));
+  }
+  if (!rep.ok || options_.read_only) return rep;
+  if (!full && rep.events == 0) return rep;  // nothing new: no write at all
+  // A full check's time is when it started: events appended during it were not all seen.
+  SAFEX_ASSIGN_OR_RETURN(std::string changed, StoreMarker(rep.head_seq, rep.head_hash, started_ns,
+                                                          full ? started_ns : marker->full_ns));
+  if (!changed.empty()) {
     rep.ok = false;
-    rep.first_bad_seq = seq;
-    rep.problem = std::move(problem);
-    return rep;
-  };
-
-  if (options.integrity_check) {
-    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA integrity_check"));
-    std::string problems;
-    int lines = 0;
-    for (;;) {
-      auto have = s.Step();
-      if (!have.ok()) return fail(0, "integrity_check: " + have.status().message());
-      if (!*have) break;
-      std::string line = s.Text(0);
-      if (line != "ok" && lines++ < 5) problems += (problems.empty() ? "" : "; ") + line;
-    }
-    if (!problems.empty()) return fail(0, "SQLite integrity_check failed: " + problems);
+    rep.first_bad_seq = rep.head_seq;
+    rep.problem = changed;
   }
-
-  TxnGuard guard(db);
-  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
-  auto stored_checkpoints = Checkpoints();
-  if (!stored_checkpoints.ok()) {
-    if (stored_checkpoints.status().code() == Status::Code::kDataLoss) {
-      return fail(0, stored_checkpoints.status().message());
-    }
-    return stored_checkpoints.status();
-  }
-  std::vector<std::pair<std::string, Checkpoint>> checkpoints;
-  for (size_t i = 0; i < stored_checkpoints->size(); ++i) {
-    checkpoints.emplace_back("checkpoint #" + std::to_string(i + 1) + " in the database",
-                             (*stored_checkpoints)[i]);
-  }
-  if (options.external) checkpoints.emplace_back("the checkpoint file", *options.external);
-  // Hashes the chain must have at the counts that checkpoints cover.
-  std::map<uint64_t, std::string> wanted;
-  for (const auto& [name, c] : checkpoints) wanted[c.event_count];
-
-  Sha256Digest prev = GenesisHash(log_id_);
-  if (wanted.count(0)) wanted[0] = ToHex(prev);
-  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
-  int64_t expected = 1;
-  for (;;) {
-    auto have = s.Step();
-    if (!have.ok()) {
-      if (have.status().code() == Status::Code::kDataLoss) {
-        return fail(expected,
-                    "reading event " + std::to_string(expected) + ": " + have.status().message());
-      }
-      return have.status();
-    }
-    if (!*have) break;
-    auto row = ReadEventRow(s);
-    if (!row.ok()) {
-      s.Reset();
-      return fail(expected, "event " + std::to_string(expected) + ": " + row.status().message());
-    }
-    int64_t seq = row->seq();
-    if (seq != expected) {
-      s.Reset();
-      if (seq > expected) {
-        return fail(seq, "event " + std::to_string(seq) + ": events " + std::to_string(expected) +
-                             ".." + std::to_string(seq - 1) + " are missing (deleted)");
-      }
-      return fail(seq, "event " + std::to_string(seq) + ": out of sequence");
-    }
-    Sha256Digest h = ChainHash(prev, EncodeEvent(*row));
-    if (ToHex(h) != row->hash) {
-      s.Reset();
-      return fail(seq, "event " + std::to_string(seq) + " (run " +
-                           std::string(row->text(kColRunId)) + ", " +
-                           std::string(row->text(kColKind)) +
-                           "): hash mismatch: this event was edited, or one before it was "
-                           "removed, inserted or reordered");
-    }
-    prev = h;
-    auto w = wanted.find(static_cast<uint64_t>(seq));
-    if (w != wanted.end()) w->second = row->hash;
-    ++expected;
-  }
-  SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
-  rep.events = static_cast<uint64_t>(expected - 1);
-  rep.head_hash = ToHex(prev);
-
-  for (const auto& [name, c] : checkpoints) {
-    Status sig = VerifyCheckpointSignature(c);
-    if (!sig.ok()) return fail(0, name + ": " + sig.message());
-    if (options.trusted_public_key && c.public_key != *options.trusted_public_key) {
-      return fail(0, name + " is signed by key " + c.public_key.substr(0, 16) +
-                         "..., not by the trusted key " +
-                         options.trusted_public_key->substr(0, 16) + "...");
-    }
-    if (c.log_id != log_id_) {
-      return fail(0, name + " belongs to another log (log id " + c.log_id + ", this log is " +
-                         log_id_ + ")");
-    }
-    if (c.event_count > rep.events) {
-      return fail(static_cast<int64_t>(rep.events) + 1,
-                  name + " (signed " + FormatIso8601(c.time_ns) + ") covers " +
-                      std::to_string(c.event_count) + " events but the log has only " +
-                      std::to_string(rep.events) + ": the log was truncated");
-    }
-    if (wanted[c.event_count] != c.head_hash) {
-      return fail(static_cast<int64_t>(c.event_count),
-                  name + " (signed " + FormatIso8601(c.time_ns) + "): event " +
-                      std::to_string(c.event_count) +
-                      " does not have the signed hash: the log was rewritten");
-    }
-    ++rep.checkpoints;
-  }
-  rep.ok = true;
   return rep;
+}
+
+Result<std::string> AuditLog::StoreMarker(int64_t seq, const std::string& hash, int64_t checked_ns,
+                                          int64_t full_ns) {
+  Impl& im = *impl_;
+  sqlite3* db = im.db.get();
+  // Not synced: a marker lost to a crash costs a longer next check, never a wrong answer, while
+  // a synced one would cost every run an fsync. The next synced commit (any writer's) carries it
+  // to disk with it, and it never names an event that was not already durable.
+  SAFEX_RETURN_IF_ERROR(Exec(db, "PRAGMA synchronous=NORMAL", "relaxing sync for the marker"));
+  auto write = [&]() -> Result<std::string> {
+    TxnGuard guard(db);
+    SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
+    // The check ran on a snapshot; under the write lock, the event it ended on must still be
+    // the one it verified.
+    SAFEX_ASSIGN_OR_RETURN(std::optional<std::string> now_hash, StoredHash(db, log_id_, seq));
+    if (now_hash != hash) {
+      return "event " + std::to_string(seq) +
+             " changed while the log was being checked: it no longer has the hash that was "
+             "verified";
+    }
+    const int64_t now = NowNs();
+    Marker next{seq, hash, checked_ns, full_ns};
+    if (auto stored = ReadMarker(db, log_id_)) {
+      // Several processes check concurrently: the marker only moves forward.
+      if (stored->verified_seq > seq) {
+        next.verified_seq = stored->verified_seq;
+        next.verified_hash = stored->verified_hash;
+        next.verified_ns = stored->verified_ns;
+      }
+      if (stored->full_ns <= now) next.full_ns = std::max(next.full_ns, stored->full_ns);
+    }
+    SAFEX_ASSIGN_OR_RETURN(
+        Stmt ins, Stmt::Prepare(db,
+                                "INSERT OR REPLACE INTO integrity_marker (id, log_id, "
+                                "verified_seq, verified_hash, verified_ns, full_ns) VALUES "
+                                "(1, ?1, ?2, ?3, ?4, ?5)"));
+    SAFEX_RETURN_IF_ERROR(ins.BindText(1, log_id_));
+    SAFEX_RETURN_IF_ERROR(ins.BindInt(2, next.verified_seq));
+    SAFEX_RETURN_IF_ERROR(ins.BindText(3, next.verified_hash));
+    SAFEX_RETURN_IF_ERROR(ins.BindInt(4, next.verified_ns));
+    SAFEX_RETURN_IF_ERROR(ins.BindInt(5, next.full_ns));
+    SAFEX_RETURN_IF_ERROR(ins.Step().status());
+    SAFEX_RETURN_IF_ERROR(im.commit.Step().status());
+    return std::string();
+  };
+  Result<std::string> result = write();
+  Status restored = Exec(db, "PRAGMA synchronous=FULL", "restoring synchronous=FULL");
+  if (!restored.ok()) {
+    // Appends on this connection would no longer be durable: refuse them from now on.
+    im.durability_lost = true;
+    return restored;
+  }
+  if (!result.ok()) return result.status().With("audit log " + path_ + ": storing the marker");
+  return result;
 }
 
 Result<Checkpoint> AuditLog::MakeCheckpoint() {
   if (options_.read_only) return Status::FailedPrecondition("audit log opened read-only");
+  // A checkpoint vouches for everything before it: never sign a log that does not verify.
+  SAFEX_ASSIGN_OR_RETURN(VerifyReport rep, CheckIntegrity(IntegrityCheck::kFull));
+  if (!rep.ok) {
+    std::string msg =
+        "audit log " + path_ + " does not verify; refusing to sign a checkpoint: " + rep.problem;
+    if (rep.first_bad_seq > 0)
+      msg += " (first bad event: " + std::to_string(rep.first_bad_seq) + ")";
+    return Status::DataLoss(msg);
+  }
   SAFEX_ASSIGN_OR_RETURN(auto key, SigningKey::LoadOrCreate(options_.key_path, true));
   Impl& im = *impl_;
   sqlite3* db = im.db.get();
-  TxnGuard guard(db);
-  SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
   Checkpoint c;
   c.log_id = log_id_;
-  c.head_hash = ToHex(GenesisHash(log_id_));
-  {
-    SAFEX_ASSIGN_OR_RETURN(bool have, im.head.Step());
-    if (have) {
-      c.event_count = static_cast<uint64_t>(im.head.Int(0));
-      c.head_hash = im.head.Text(1);
-      im.head.Reset();
-    }
-  }
+  c.event_count = static_cast<uint64_t>(rep.head_seq);
+  c.head_hash = rep.head_hash;
   c.time_ns = NowNs();
   SAFEX_RETURN_IF_ERROR(key->Sign(&c));
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(im.begin_immediate.Step().status());
+  SAFEX_ASSIGN_OR_RETURN(std::optional<std::string> now_hash,
+                         StoredHash(db, log_id_, rep.head_seq));
+  if (now_hash != rep.head_hash) {
+    return Status::DataLoss("audit log " + path_ + ": event " + std::to_string(rep.head_seq) +
+                            " changed after it was verified; refusing to sign a checkpoint");
+  }
   SAFEX_ASSIGN_OR_RETURN(Stmt ins, Stmt::Prepare(db,
                                                  "INSERT INTO checkpoints (log_id, event_count, "
                                                  "head_hash, time_ns, public_key, signature) "

@@ -10,10 +10,13 @@
 // Fail closed: Open refuses a file that is corrupt, foreign (another application's database) or
 // of an unknown schema version, and a writer's Open refuses a file it cannot write. The
 // supervisor calls CheckWritable() before anything runs and refuses the run (exit 125) on error.
+// Open does not read the whole file, so damage inside it is found by CheckIntegrity(), which the
+// run paths call before a run too; MakeCheckpoint() never signs a log that does not verify.
 //
 // Thread-safety: one AuditLog is one SQLite connection; use it from one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -109,9 +112,24 @@ struct VerifyOptions {
   bool integrity_check = true;  // run PRAGMA integrity_check first
 };
 
+// What AuditLog::CheckIntegrity() examines (docs/audit.md, "Integrity checks").
+enum class IntegrityCheck {
+  // The chain from the event the last check verified up to the head: O(new events). Edits to
+  // events verified before are not seen (the next full check sees them). Becomes kFull when the
+  // log has no usable integrity marker or its last full check is older than max_full_age.
+  kIncremental,
+  // PRAGMA integrity_check, the whole chain, every stored checkpoint and the marker: O(file).
+  kFull,
+};
+
+// How old the last full check may be before CheckIntegrity(kIncremental) does a full one.
+inline constexpr std::chrono::seconds kDefaultMaxFullCheckAge = std::chrono::hours(24);
+
 struct VerifyReport {
   bool ok = false;
-  uint64_t events = 0;       // events whose chain was checked
+  IntegrityCheck kind = IntegrityCheck::kFull;  // what was checked (Verify: always kFull)
+  uint64_t events = 0;       // events whose chain was checked (kIncremental: the new ones)
+  int64_t head_seq = 0;      // seq of the last event (0 when empty)
   std::string head_hash;     // hash of the last event (the genesis hash when empty)
   uint64_t checkpoints = 0;  // checkpoints whose signature and prefix were checked
   // When !ok: the first bad event's seq (0 when the problem is not one event) and what is wrong.
@@ -156,12 +174,30 @@ class AuditLog {
   Status ForEachEvent(const std::function<Status(const EventRow&)>& fn);
   Result<uint64_t> EventCount();
 
-  // Recomputes the whole chain and checks every stored checkpoint (and options.external).
+  // Recomputes the whole chain and checks every stored checkpoint (and options.external), and
+  // that the event the integrity marker names still has the hash the marker recorded.
   // A damaged log is a report with ok == false; an error Status means the log could not be read.
   Result<VerifyReport> Verify(const VerifyOptions& options = {});
 
-  // Signs (event count, head hash, now) with the key at options.key_path (created on first use)
-  // and appends it to the checkpoints table.
+  // The check a run makes before it starts; refuse the run unless the result is OK and ok.
+  // kFull is Verify() with default options. kIncremental starts from the integrity marker (a row
+  // outside the hash chain: "verified through seq N, hash H, at T; last full check at T2") and
+  // checks that event N still has hash H and the chain from N+1 to the head; it does a full
+  // check instead when the marker is missing, unreadable, malformed or of another log, or when
+  // T2 is older than max_full_age (or in the future). A marker whose event N does not exist or
+  // has another hash fails the check (the log was truncated or rewritten, or the marker edited).
+  // On success a writer moves the marker forward (never back; its commit is not synced, so it
+  // costs no fsync: losing it to a crash only means a longer next check); read-only logs are
+  // checked but not marked.
+  // REQUIRES: not inside another operation on this AuditLog (one thread at a time).
+  Result<VerifyReport> CheckIntegrity(IntegrityCheck kind,
+                                      std::chrono::seconds max_full_age = kDefaultMaxFullCheckAge);
+
+  // Verifies the whole log first (CheckIntegrity(kFull)); refuses with DataLoss, naming the
+  // problem and the first bad event, when it does not verify. Otherwise signs (event count,
+  // head hash, now) of what was verified with the key at options.key_path (created on first
+  // use) and appends it to the checkpoints table. Events appended while the check ran are
+  // covered by the next checkpoint.
   Result<Checkpoint> MakeCheckpoint();
   Result<std::vector<Checkpoint>> Checkpoints();
 
@@ -181,6 +217,10 @@ class AuditLog {
   Status Init();
   Status CreateSchemaIfNew();
   Status Append(EventRow row, EventRef* appended);
+  // Moves the integrity marker to (seq, hash); "" when done, else why the log changed under the
+  // check (the event no longer has the verified hash).
+  Result<std::string> StoreMarker(int64_t seq, const std::string& hash, int64_t checked_ns,
+                                  int64_t full_ns);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -15,6 +15,7 @@
 
 #include "audit/time_format.h"
 #include "common/sha256.h"
+#include "common/strict_json.h"
 #include "common/unique_fd.h"
 
 namespace safex::audit {
@@ -163,10 +164,15 @@ std::string Checkpoint::ToJson() const {
 }
 
 Result<Checkpoint> Checkpoint::FromJson(std::string_view text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Status::InvalidArgument("checkpoint file is not a JSON object");
+  // A checkpoint file travels (tickets, other hosts): read it as strictly as a request, so that
+  // a duplicated "event_count" cannot mean one thing here and another to a different reader.
+  auto parsed = ParseStrictJson(text);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument("checkpoint file is not strict JSON: " +
+                                   parsed.status().message());
   }
+  const json& j = *parsed;
+  if (!j.is_object()) return Status::InvalidArgument("checkpoint file is not a JSON object");
   auto str = [&](const char* k) -> const json* {
     auto it = j.find(k);
     return it != j.end() && it->is_string() ? &*it : nullptr;

@@ -2,6 +2,7 @@
 
 #include "audit/text_escape.h"
 #include "common/sha256.h"
+#include "common/strict_json.h"
 
 namespace safex::audit {
 namespace {
@@ -25,8 +26,14 @@ std::string Dump(const json& j) {
 }
 
 Result<json> Parse(std::string_view text, const char* what) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_array()) {
+  // safex writes these columns without duplicate keys or a BOM; anything else was not written by
+  // it, and two readers (this one, SQLite's json_each in the views) could read it differently.
+  auto j = ParseStrictJson(text);
+  if (!j.ok()) {
+    return Status::DataLoss(std::string("stored ") + what +
+                            " is not strict JSON: " + j.status().message());
+  }
+  if (!j->is_array()) {
     return Status::DataLoss(std::string("stored ") + what + " is not a JSON array");
   }
   return j;

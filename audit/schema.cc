@@ -160,4 +160,18 @@ FROM runs AS r, json_each(r.denied_egress) AS d
 WHERE r.denied_egress IS NOT NULL;
 )sql";
 
+// No append-only triggers: the row moves forward with every successful check. id = 1 keeps it
+// one row. Times are unix nanoseconds; verified_hash is the chain hash of event verified_seq (the
+// genesis hash for 0).
+const char* const kCreateIntegrityMarkerSql = R"sql(
+CREATE TABLE IF NOT EXISTS integrity_marker (
+  id            INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+  log_id        TEXT NOT NULL,
+  verified_seq  INTEGER NOT NULL,
+  verified_hash TEXT NOT NULL,
+  verified_ns   INTEGER NOT NULL,
+  full_ns       INTEGER NOT NULL
+) STRICT;
+)sql";
+
 }  // namespace safex::audit::internal

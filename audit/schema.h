@@ -14,4 +14,11 @@ inline constexpr int32_t kSchemaVersion = 1;
 // Creates tables, indexes, triggers and views. Run once, inside the creating transaction.
 extern const char* const kCreateSchemaSql;
 
+// The integrity marker: one row, updated in place, never part of the hash chain (a check only
+// reads it as a claim to test against the chain). It is outside the versioned schema so that
+// logs made before it existed stay readable: writers create it when it is missing (IF NOT
+// EXISTS), readers treat a missing table as "no marker".
+inline constexpr char kIntegrityMarkerTable[] = "integrity_marker";
+extern const char* const kCreateIntegrityMarkerSql;
+
 }  // namespace safex::audit::internal

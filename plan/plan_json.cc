@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/sha256.h"
+#include "common/strict_json.h"
 
 namespace safex::plan {
 namespace {
@@ -160,86 +161,9 @@ std::string Dump(const Json& j) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reading: a SAX handler that builds a tree but refuses duplicate keys, floats and deep nesting.
+// Reading: ParseStrictJson refuses duplicate keys, floats, deep nesting and a byte order mark.
 
 constexpr size_t kMaxDepth = 32;
-
-class StrictSax {
- public:
-  bool null() { return Put(Json(nullptr)); }
-  bool boolean(bool b) { return Put(Json(b)); }
-  bool number_integer(Json::number_integer_t v) { return Put(Json(v)); }
-  bool number_unsigned(Json::number_unsigned_t v) { return Put(Json(v)); }
-  bool number_float(Json::number_float_t, const std::string& text) {
-    return Fail("number " + text + " is not an integer in range");
-  }
-  bool string(std::string& s) { return Put(Json(std::move(s))); }
-  bool binary(Json::binary_t&) { return Fail("binary values are not JSON"); }
-  bool start_object(std::size_t) { return Open(Json::object()); }
-  bool key(std::string& k) {
-    Json& obj = *stack_.back();
-    if (obj.contains(k)) return Fail("duplicate key \"" + k + "\"");
-    key_ = std::move(k);
-    return true;
-  }
-  bool end_object() {
-    stack_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) { return Open(Json::array()); }
-  bool end_array() {
-    stack_.pop_back();
-    return true;
-  }
-  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) {
-    if (error_.empty()) {
-      std::string what = ex.what();
-      // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> keep the tail.
-      auto colon = what.find("]");
-      error_ = "byte " + std::to_string(pos) + ": " +
-               (colon == std::string::npos ? what : what.substr(colon + 2));
-    }
-    return false;
-  }
-
-  Json& root() { return root_; }
-  const std::string& error() const { return error_; }
-
- private:
-  bool Fail(std::string m) {
-    if (error_.empty()) error_ = std::move(m);
-    return false;
-  }
-  // Inserts v where the parser is (array element, object member or root); returns its address.
-  Json* Insert(Json v) {
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      return &root_;
-    }
-    Json& top = *stack_.back();
-    if (top.is_array()) {
-      top.push_back(std::move(v));
-      return &top.back();
-    }
-    Json& slot = top[key_];
-    slot = std::move(v);
-    return &slot;
-  }
-  bool Put(Json v) {
-    Insert(std::move(v));
-    return true;
-  }
-  bool Open(Json v) {
-    if (stack_.size() >= kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
-    stack_.push_back(Insert(std::move(v)));
-    return true;
-  }
-
-  Json root_;
-  std::vector<Json*> stack_;
-  std::string key_;
-  std::string error_;
-};
 
 // Typed access to one JSON object: every key must be read exactly once; Done() reports the rest.
 class Reader {
@@ -554,20 +478,18 @@ std::string ToCanonicalJsonWithDigest(const Plan& plan) {
 }
 
 Result<Plan> PlanFromJson(std::string_view json) {
+  StrictJsonOptions strict;
+  strict.max_depth = kMaxDepth;
+  strict.integers_only = true;
+  auto parsed = ParseStrictJson(json, strict);
+  if (!parsed.ok()) return Status::InvalidArgument("plan json: " + parsed.status().message());
+  const Json& root = *parsed;
   try {
-    StrictSax sax;
-    bool parsed =
-        Json::sax_parse(json.begin(), json.end(), &sax, nlohmann::detail::input_format_t::json,
-                        /*strict=*/true);
-    if (!parsed || !sax.error().empty()) {
-      return Status::InvalidArgument(
-          "plan json: " + (sax.error().empty() ? std::string("malformed") : sax.error()));
-    }
     std::string err;
-    Plan plan = FromJson(sax.root(), &err);
+    Plan plan = FromJson(root, &err);
     if (!err.empty()) return Status::InvalidArgument("plan json: " + err);
-    auto it = sax.root().find("plan_digest");
-    if (it != sax.root().end()) {
+    auto it = root.find("plan_digest");
+    if (it != root.end()) {
       if (!it->is_string())
         return Status::InvalidArgument("plan json: plan_digest is not a string");
       std::string want = PlanDigest(plan);

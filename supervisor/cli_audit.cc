@@ -1,6 +1,7 @@
 // `safex audit list|show|verify|checkpoint|export`: the auditors' verbs over the audit library.
 //
-// Exit statuses: 0 ok; 1 verification failed or run not found; 2 usage (bad flag or argument);
+// Exit statuses: 0 ok; 1 verification failed (`verify`, or `checkpoint` of a log that does not
+// verify: nothing is signed) or run not found; 2 usage (bad flag or argument);
 // 3 the audit log (or its key) cannot be opened or read. Everything read from the log is hostile
 // (argv and reasons come from requests) and is escaped before it reaches a terminal.
 #include <fcntl.h>
@@ -390,6 +391,9 @@ int DoVerify(const CommonArgs& c, const std::string& checkpoint_file, bool skip_
     }
     opts.external = *cp;
   }
+  int exit_code = kExitOk;
+  auto log = OpenLog(c, false, &exit_code);
+  if (!log) return exit_code;
   // The public key beside the signing key, when there is one, is the key checkpoints must carry.
   std::string trusted_note;
   auto pub = audit::LoadPublicKeyHex(c.key + ".pub");
@@ -397,17 +401,26 @@ int DoVerify(const CommonArgs& c, const std::string& checkpoint_file, bool skip_
     opts.trusted_public_key = *pub;
     trusted_note = "signed by " + c.key + ".pub";
   } else if (c.key_given) {
-    PrintError("cannot load the public key " + c.key + ".pub: " + pub.status().message());
-    return kExitUnreadable;
+    // The first `safex audit checkpoint` makes the key: a log never checkpointed has no key yet
+    // and no signature to hold to one, and its chain is still worth checking. (A log whose
+    // checkpoints cannot be read is damaged: Verify reads them again and says how.)
+    auto stored = log->Checkpoints();
+    const bool anything_signed = opts.external || (stored.ok() && !stored->empty());
+    if (pub.status().code() != Status::Code::kNotFound || anything_signed) {
+      PrintError("cannot load the public key " + c.key + ".pub: " + pub.status().message());
+      return kExitUnreadable;
+    }
   } else {
     trusted_note = "signatures checked against the keys they carry (no " + c.key + ".pub)";
   }
-  int exit_code = kExitOk;
-  auto log = OpenLog(c, false, &exit_code);
-  if (!log) return exit_code;
   auto rep = log->Verify(opts);
   if (!rep.ok()) {
     PrintError(rep.status().message());
+    return kExitUnreadable;
+  }
+  if (rep->ok && c.key_given && !opts.trusted_public_key && rep->checkpoints > 0) {
+    // A checkpoint was signed between the look above and Verify's snapshot.
+    PrintError("cannot load the public key " + c.key + ".pub: " + pub.status().message());
     return kExitUnreadable;
   }
   if (!rep->ok) {
@@ -441,6 +454,11 @@ int DoCheckpoint(const CommonArgs& c, const std::string& out) {
   auto cp = log->MakeCheckpoint();
   if (!cp.ok()) {
     PrintError(cp.status().message());
+    if (cp.status().code() == Status::Code::kDataLoss) {
+      // MakeCheckpoint verified the log first and found it damaged.
+      PrintError("no checkpoint was signed; `safex audit verify` shows what is wrong");
+      return kExitFailed;
+    }
     return kExitUnreadable;
   }
   if (!out.empty()) {

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/strict_json.h"
+
 namespace safex::supervisor {
 namespace {
 
@@ -141,8 +143,13 @@ void RunRecord::Abandon() {
 }
 
 Result<RunRecordInfo> ParseRunRecord(const std::string& text) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("run record: not JSON");
+  // Read back by crash recovery (as root): nothing but what Create wrote is accepted.
+  auto parsed = ParseStrictJson(text);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument("run record: not strict JSON: " + parsed.status().message());
+  }
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return Status::InvalidArgument("run record: not a JSON object");
   RunRecordInfo info;
   auto str = [&](const char* k, std::string* out) {
     auto it = j.find(k);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -19,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "supervisor/output/escape.h"
 #include "supervisor/output/glob.h"
+#include "supervisor/output/utf8.h"
 
 namespace safex::output {
 namespace {
@@ -58,6 +60,20 @@ int OpenComponent(int dirfd, const std::string& name, int flags, bool force_fall
   // symlink as that component (ELOOP). The caller checks st_dev for mount crossings.
   const int fd = openat(dirfd, name.c_str(), flags);
   return fd >= 0 ? fd : -errno;
+}
+
+// EscapeForLog, and also U+061C ARABIC LETTER MARK, a bidi control it lets through (its UTF-8 form
+// cannot occur inside another character, so a byte search finds only it).
+std::string EscapeName(std::string_view bytes) {
+  std::string s = EscapeForLog(bytes, {.max_output = 300});
+  for (size_t at; (at = s.find("\xD8\x9C")) != std::string::npos;) s.replace(at, 2, "\\u061c");
+  return s;
+}
+
+std::string CodePoint(uint32_t cp) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", cp);
+  return buf;
 }
 
 std::string JoinRel(const std::string& rel, const std::string& name) {
@@ -105,7 +121,7 @@ class Walker {
   void Refuse(const std::string& rel, RefusalReason reason, std::string detail,
               std::vector<size_t> validators = {}) {
     Refusal r;
-    r.path = EscapeForLog(SandboxPath(rel), {.max_output = 300});
+    r.path = EscapeName(SandboxPath(rel));
     r.reason = reason;
     r.detail = std::move(detail);
     r.validators = std::move(validators);
@@ -202,7 +218,14 @@ void Walker::Run(int mount_dirfd) {
   for (const std::string& lit : literals_) {
     if (lit.size() <= prefix.size() || lit.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string rel = lit.substr(prefix.size());
-    if (seen_.count(rel) == 0) out_->absent.push_back(lit);
+    // Below a refused directory (a symlink, an unsafe name...) it was not looked for: the
+    // refusal says why, "absent" would not be true.
+    bool refused_above = false;
+    for (size_t at = rel.find('/'); at != std::string::npos && !refused_above;
+         at = rel.find('/', at + 1)) {
+      refused_above = seen_.count(rel.substr(0, at)) != 0;
+    }
+    if (seen_.count(rel) == 0 && !refused_above) out_->absent.push_back(lit);
   }
 }
 
@@ -257,6 +280,18 @@ void Walker::HandleEntry(const std::shared_ptr<UniqueFd>& dir, const std::string
   if (fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno != ENOENT) RefuseErrno(rel, "fstatat", errno, matched);
     return;
+  }
+  // Before anything is opened or entered: a name the report cannot show as it is.
+  if (!matched.empty() || (beneath && S_ISDIR(st.st_mode))) {
+    const std::string problem = UnsafeNameProblem(name);
+    if (!problem.empty()) {
+      Refuse(rel, RefusalReason::kBadName,
+             "the name \"" + EscapeName(name) + "\" holds " + problem +
+                 "; such names are neither read nor delivered" +
+                 (S_ISDIR(st.st_mode) ? " (a directory: nothing below it is collected)" : ""),
+             matched);
+      return;
+    }
   }
   if (S_ISDIR(st.st_mode)) {
     if (literals_.count(sandbox) != 0) {
@@ -424,12 +459,39 @@ const char* RefusalReasonName(RefusalReason r) {
       return "other-filesystem";
     case RefusalReason::kWalkLimit:
       return "walk-limit";
+    case RefusalReason::kBadName:
+      return "unsafe-name";
     case RefusalReason::kOpenFailed:
       return "open-failed";
     case RefusalReason::kReadFailed:
       return "read-failed";
   }
   return "?";
+}
+
+std::string UnsafeNameProblem(std::string_view component) {
+  const auto* p = reinterpret_cast<const unsigned char*>(component.data());
+  const auto* end = p + component.size();
+  while (p < end) {
+    const Utf8Char c = DecodeUtf8(p, end);
+    if (c.status != Utf8Status::kOk) {
+      char buf[48];
+      std::snprintf(
+          buf, sizeof buf, "invalid UTF-8 (byte 0x%02X at offset %zu)", *p,
+          static_cast<size_t>(p - reinterpret_cast<const unsigned char*>(component.data())));
+      return buf;
+    }
+    const uint32_t cp = c.code_point;
+    if (cp == '\n' || cp == '\r') return "a line break (" + CodePoint(cp) + ")";
+    if (cp < 0x20 || cp == 0x7F) return "a control character (" + CodePoint(cp) + ")";
+    if (cp >= 0x80 && cp <= 0x9F) return "a C1 control character (" + CodePoint(cp) + ")";
+    if (IsBidiControl(cp) || cp == 0x200E || cp == 0x200F || cp == 0x061C) {
+      return "a bidirectional control (" + CodePoint(cp) + ")";
+    }
+    if (IsInvisibleFormat(cp)) return "an invisible formatting character (" + CodePoint(cp) + ")";
+    p += c.length;
+  }
+  return "";
 }
 
 MountCollection CollectMount(int mount_dirfd, const plan::Mount& mount,

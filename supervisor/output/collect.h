@@ -21,6 +21,13 @@
 //   every output mount of the run. Reading stops at the planned size; a file that grew or shrank
 //   meanwhile is refused.
 // - The walk itself is bounded (entries listed, depth).
+// - A name (file, or directory on the way to one) that a `validate file` path or glob matches is
+//   refused unopened when it holds a control character (C0 including newline and tab, DEL, C1),
+//   invalid UTF-8, a bidirectional control (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F,
+//   U+061C) or another invisible formatting character (zero-width characters, U+2028/9, the
+//   BOM...): the report can only show such a name escaped, so it would no longer name the file
+//   delivered to the caller's directory, and a terminal or file manager may show it as something
+//   else. A refused directory is not entered. Names no validator matches are left alone.
 // REQUIRES for all of it: every process of the run is gone (nothing can race us for real; the
 // checks above still hold if something could).
 #pragma once
@@ -52,10 +59,15 @@ enum class RefusalReason {
   kChanged,      // changed between listing, opening and reading
   kOtherFilesystem,
   kWalkLimit,  // the directory tree has more entries or depth than the walk allows
+  kBadName,    // "unsafe-name": a name the report could only show escaped (see above)
   kOpenFailed,
   kReadFailed,
 };
 const char* RefusalReasonName(RefusalReason r);
+
+// Why `component` (one path component) may not be collected: "a newline", "invalid UTF-8", "a
+// bidirectional control (U+202E)"...; "" when it may.
+std::string UnsafeNameProblem(std::string_view component);
 
 struct Refusal {
   std::string path;  // inside the sandbox (escaped)

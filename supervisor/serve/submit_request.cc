@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
+#include "common/strict_json.h"
 #include "supervisor/serve/base64.h"
 
 namespace safex::serve {
@@ -28,8 +28,8 @@ bool ValidPolicyName(std::string_view name) {
 bool ValidInputFileName(std::string_view name) {
   if (name.empty() || name.size() > 255 || name[0] == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -64,11 +64,16 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
   if (JsonNestingDepth(body, kMaxDepth) == SIZE_MAX) {
     return Status::InvalidArgument("request body nests deeper than the request schema");
   }
-  // nlohmann's parser rejects invalid UTF-8 inside strings and any byte outside the grammar.
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return Status::InvalidArgument("request body is not valid JSON (UTF-8) text");
+  // Also refuses invalid UTF-8, bytes outside the grammar, duplicate keys (which one would a
+  // second reader of the body take?) and a leading byte order mark.
+  StrictJsonOptions strict;
+  strict.max_depth = kMaxDepth;
+  auto parsed = ParseStrictJson(body, strict);
+  if (!parsed.ok()) {
+    return Status::InvalidArgument("request body is not strict JSON (UTF-8) text: " +
+                                   parsed.status().message());
   }
+  const json& j = *parsed;
   if (!j.is_object()) return Status::InvalidArgument("request body must be a JSON object");
 
   SubmitRequest req;

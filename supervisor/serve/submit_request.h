@@ -5,9 +5,10 @@
 //    "stdin": "<base64>",                       optional: bytes fed to standard input
 //    "files": [{"name": "main.py", "data": "<base64>"}]}   optional: the run's input directory
 //
-// Strict: unknown fields, wrong types, duplicate file names, names with '/' or starting with
-// '.', non-canonical base64, invalid UTF-8 and nesting deeper than the schema are refused, so a
-// client learns about a typo instead of having a field silently ignored. Pure code; fuzzed.
+// Strict: unknown fields, wrong types, duplicate keys (at any depth), a leading byte order mark,
+// duplicate file names, names with '/' or starting with '.', non-canonical base64, invalid UTF-8
+// and nesting deeper than the schema are refused, so a client learns about a typo instead of
+// having a field silently ignored. Pure code; fuzzed.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +23,10 @@ namespace safex::serve {
 
 struct RequestLimits {
   uint32_t max_argv = 256;
-  uint64_t max_argv_bytes = 64ull << 10;   // all argv strings together
-  uint64_t max_stdin_bytes = 1ull << 20;   // decoded
+  uint64_t max_argv_bytes = 64ull << 10;  // all argv strings together
+  uint64_t max_stdin_bytes = 1ull << 20;  // decoded
   uint32_t max_input_files = 64;
-  uint64_t max_input_bytes = 4ull << 20;   // decoded, all files together
+  uint64_t max_input_bytes = 4ull << 20;  // decoded, all files together
 };
 
 struct InputFile {

@@ -314,6 +314,29 @@ TEST(AuditLogTest, CheckpointsAreSignedAndVerified) {
   EXPECT_FALSE(Checkpoint::FromJson("not json").ok());
 }
 
+// Issue 12: a checkpoint file with two "event_count"s would mean one count here and perhaps
+// another to a different reader; a BOM-prefixed one was not written by safex.
+TEST(AuditLogTest, CheckpointFileIsReadStrictly) {
+  Checkpoint c;
+  c.log_id = std::string(32, 'a');
+  c.event_count = 3;
+  c.head_hash = std::string(64, 'b');
+  c.time_ns = 5;
+  c.public_key = std::string(64, 'c');
+  c.signature = std::string(128, 'd');
+  const std::string text = c.ToJson();
+  ASSERT_TRUE(Checkpoint::FromJson(text).ok());
+  std::string dup = text;
+  dup.insert(dup.find('{') + 1, "\"event_count\": 99,");
+  auto r = Checkpoint::FromJson(dup);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("duplicate key"), std::string::npos) << r.status().message();
+  r = Checkpoint::FromJson("\xEF\xBB\xBF" + text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("byte order mark"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(AuditLogTest, KeyFileWithLoosePermissionsIsRefused) {
   TempDir dir;
   AuditOptions o = testing::TestOptions(dir);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "audit/canonical.h"
 #include "common/unique_fd.h"
 
 namespace safex::audit::testing {
@@ -109,6 +110,69 @@ std::string RawQuery(const std::string& path, const std::string& sql) {
   }
   sqlite3_close_v2(db);
   return out;
+}
+
+void BulkAppend(const std::string& path, int runs, const std::string& prefix) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const std::string log_id = RawQuery(path, "SELECT value FROM meta WHERE key = 'log_id'");
+  ASSERT_EQ(log_id.size(), 32u);
+  Sha256Digest prev = GenesisHash(log_id);
+  int64_t seq = 0;
+  {
+    sqlite3_stmt* head = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1", -1,
+                                 &head, nullptr),
+              SQLITE_OK);
+    if (sqlite3_step(head) == SQLITE_ROW) {
+      seq = sqlite3_column_int64(head, 0);
+      prev = *DigestFromHex(reinterpret_cast<const char*>(sqlite3_column_text(head, 1)));
+    }
+    sqlite3_finalize(head);
+  }
+  std::string sql = "INSERT INTO events (";
+  for (auto name : EventColumnNames()) sql += std::string(name) + ", ";
+  sql += "hash) VALUES (";
+  for (size_t i = 1; i <= kNumEventColumns + 1; ++i) {
+    // Appended piecewise: GCC 12's -Wrestrict misfires on "?" + std::to_string(i) at -O2.
+    sql += '?';
+    sql += std::to_string(i);
+    sql += i <= kNumEventColumns ? ", " : ")";
+  }
+  sqlite3_stmt* ins = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &ins, nullptr), SQLITE_OK);
+  auto insert = [&](EventRow row) {
+    row.values[kColSeq] = ++seq;
+    prev = ChainHash(prev, EncodeEvent(row));
+    row.hash = ToHex(prev);
+    for (size_t i = 0; i < kNumEventColumns; ++i) {
+      const int col = static_cast<int>(i + 1);
+      if (const auto* n = std::get_if<int64_t>(&row.values[i])) {
+        sqlite3_bind_int64(ins, col, *n);
+      } else if (const auto* t = std::get_if<std::string>(&row.values[i])) {
+        sqlite3_bind_text(ins, col, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+      } else {
+        sqlite3_bind_null(ins, col);
+      }
+    }
+    sqlite3_bind_text(ins, static_cast<int>(kNumEventColumns + 1), row.hash.c_str(), -1,
+                      SQLITE_TRANSIENT);
+    int rc = sqlite3_step(ins);
+    sqlite3_reset(ins);
+    return rc == SQLITE_DONE;
+  };
+  for (int i = 0; i < runs; ++i) {
+    const std::string id = prefix + "-" + std::to_string(i);
+    auto start = RowFromStart(SampleStart(id), 1'800'000'000'000'000'000 + i);
+    auto end = RowFromEnd(SampleEnd(id), 1'800'000'000'000'000'000 + i);
+    ASSERT_TRUE(start.ok() && end.ok());
+    ASSERT_TRUE(insert(*start) && insert(*end)) << sqlite3_errmsg(db);
+  }
+  sqlite3_finalize(ins);
+  ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close_v2(db);
 }
 
 void CopyDb(const std::string& from, const std::string& to) {

@@ -33,6 +33,11 @@ RunEnd SampleEnd(const std::string& run_id, Verdict verdict = Verdict::kOk);
 // Options for a test log: its key lives next to it.
 AuditOptions TestOptions(const TempDir& dir);
 
+// Appends `runs` start+end pairs (run ids PREFIX-0, PREFIX-1, ...) to the log at `path` in one
+// transaction of a plain SQLite connection, with a valid chain: a fast way to make a big log
+// (AuditLog commits every event durably). The log must exist.
+void BulkAppend(const std::string& path, int runs, const std::string& prefix = "bulk");
+
 // Copies a database file (after a TRUNCATE checkpoint of its WAL, so the copy is complete).
 void CopyDb(const std::string& from, const std::string& to);
 

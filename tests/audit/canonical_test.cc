@@ -166,6 +166,21 @@ TEST(CanonicalTest, RandomArgvRoundTripsThroughJson) {
   }
 }
 
+// Issue 12: the JSON columns are read back strictly (they are hashed as text; a duplicate key or
+// a BOM was not written by safex).
+TEST(CanonicalTest, StoredJsonColumnsAreReadStrictly) {
+  EXPECT_TRUE(DecodeStringList(R"(["a",{"hex":"ff"}])").ok());
+  auto dup = DecodeStringList(R"(["a",{"hex":"ff","hex":"00"}])");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), Status::Code::kDataLoss);
+  EXPECT_NE(dup.status().message().find("duplicate key"), std::string::npos);
+  EXPECT_FALSE(DecodeStringList("\xEF\xBB\xBF[\"a\"]").ok());
+  EXPECT_FALSE(DecodeValidatorResults(
+                   R"([{"name":"a","outcome":"accepted","outcome":"rejected","detail":""}])")
+                   .ok());
+  EXPECT_FALSE(DecodeDeniedEgress(R"([{"destination":"x:1","count":1,"count":2}])").ok());
+}
+
 TEST(CanonicalTest, RowValidation) {
   RunStart s = testing::SampleStart("bad id with spaces");
   EXPECT_EQ(RowFromStart(s, 1).status().code(), Status::Code::kInvalidArgument);

@@ -158,7 +158,8 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
   EXPECT_NE(r.out.find("FAILED: event 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("first bad event: 2"), std::string::npos) << r.out;
 
-  // Truncate a copy and remove its checkpoints: only the kept file can tell.
+  // Truncate a copy and remove its checkpoints: the integrity marker the checkpoint left
+  // still tells...
   const std::string cut = dir_.File("cut.db");
   testing::CopyDb(db_, cut);
   ASSERT_EQ(testing::RawSql(cut,
@@ -166,6 +167,12 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
                             "checkpoints_no_delete; DELETE FROM events WHERE seq > 3; "
                             "DELETE FROM checkpoints"),
             "");
+  r = testing::RunProcess(
+      {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut, "--key", key_});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("integrity marker"), std::string::npos) << r.out;
+  // ...until it is removed too: then only the kept file can tell.
+  ASSERT_EQ(testing::RawSql(cut, "DELETE FROM integrity_marker"), "");
   r = testing::RunProcess(
       {safex::testing::SafexBinary(), "audit", "verify", "--audit-db", cut, "--key", key_});
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -177,6 +184,48 @@ TEST_F(AuditCliTest, CheckpointVerifyAndTamper) {
 
   std::ofstream(dir_.File("bad.json")) << "{ not a checkpoint";
   EXPECT_EQ(Safex({"verify", "--checkpoint", dir_.File("bad.json")}).exit_code, 2);
+}
+
+// Issue 12: with --key naming a key that no checkpoint has made yet, verify exited 3 without
+// checking anything.
+TEST_F(AuditCliTest, VerifyChecksTheChainOfALogNeverCheckpointed) {
+  ASSERT_NE(access((key_ + ".pub").c_str(), F_OK), 0);
+  ProcResult r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("OK: 5 events"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoints verified: 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("note: no checkpoint"), std::string::npos) << r.out;
+  // It is a real check: an edited event still fails it.
+  ASSERT_EQ(testing::RawSql(db_,
+                            "DROP TRIGGER events_no_update; "
+                            "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
+            "");
+  r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAILED: event 2"), std::string::npos) << r.out;
+}
+
+TEST_F(AuditCliTest, VerifyOfSignedCheckpointsNeedsTheNamedPublicKey) {
+  ASSERT_EQ(Safex({"checkpoint"}).exit_code, 0);
+  ASSERT_EQ(unlink((key_ + ".pub").c_str()), 0);
+  // Signatures exist but the key the auditor named cannot be read: that is not a pass.
+  ProcResult r = Safex({"verify"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("audit.key.pub"), std::string::npos) << r.err;
+}
+
+TEST_F(AuditCliTest, CheckpointRefusesALogThatDoesNotVerify) {
+  ASSERT_EQ(testing::RawSql(db_,
+                            "DROP TRIGGER events_no_update; "
+                            "UPDATE events SET verdict = 'ok' WHERE seq = 2"),
+            "");
+  ProcResult r = Safex({"checkpoint", "--out", dir_.File("cp.json")});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("refusing to sign"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("first bad event: 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("checkpoint:"), std::string::npos) << r.out;
+  EXPECT_EQ(testing::RawQuery(db_, "SELECT count(*) FROM checkpoints"), "0");
+  EXPECT_NE(access(dir_.File("cp.json").c_str(), F_OK), 0);
 }
 
 TEST_F(AuditCliTest, ExportEveryEvent) {

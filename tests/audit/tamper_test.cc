@@ -158,12 +158,23 @@ TEST_F(TamperTest, TruncatedEventsAreDetectedByTheStoredCheckpoint) {
 }
 
 TEST_F(TamperTest, TruncationThatAlsoRemovesCheckpointsIsDetectedByTheCheckpointFile) {
-  std::string copy = Tampered("DELETE FROM events WHERE seq > 35; DELETE FROM checkpoints;");
+  // The integrity marker would tell too (next test); this attacker removes it as well.
+  std::string copy = Tampered(
+      "DELETE FROM events WHERE seq > 35; DELETE FROM checkpoints; DELETE FROM "
+      "integrity_marker;");
   // Without the file, nothing inside the database can tell: that is what the file is for.
   EXPECT_TRUE(VerifyCopy(copy).ok);
   auto rep = VerifyCopy(copy, /*with_file=*/true);
   EXPECT_FALSE(rep.ok);
   EXPECT_NE(rep.problem.find("the checkpoint file"), std::string::npos) << rep.problem;
+  EXPECT_NE(rep.problem.find("truncated"), std::string::npos) << rep.problem;
+}
+
+TEST_F(TamperTest, TruncationThatLeavesTheMarkerIsDetectedByIt) {
+  std::string copy = Tampered("DELETE FROM events WHERE seq > 35; DELETE FROM checkpoints;");
+  auto rep = VerifyCopy(copy);
+  EXPECT_FALSE(rep.ok);
+  EXPECT_NE(rep.problem.find("integrity marker"), std::string::npos) << rep.problem;
   EXPECT_NE(rep.problem.find("truncated"), std::string::npos) << rep.problem;
 }
 
@@ -174,6 +185,13 @@ TEST_F(TamperTest, RewrittenChainIsDetectedByCheckpoints) {
   std::string no_cp = dir_.File("no-cp.db");
   CopyDb(copy, no_cp);
   ASSERT_EQ(RawSql(no_cp, "DELETE FROM checkpoints"), "");
+  // ...and its unsigned integrity marker says the hash of event 40 changed...
+  auto by_marker = VerifyCopy(no_cp);
+  EXPECT_FALSE(by_marker.ok);
+  EXPECT_EQ(by_marker.first_bad_seq, 2 * kRuns);
+  EXPECT_NE(by_marker.problem.find("integrity marker"), std::string::npos) << by_marker.problem;
+  // ...which an attacker can delete too.
+  ASSERT_EQ(RawSql(no_cp, "DELETE FROM integrity_marker"), "");
   EXPECT_TRUE(VerifyCopy(no_cp).ok);
   // ...but the signed checkpoints are not.
   auto rep = VerifyCopy(copy);

@@ -177,6 +177,7 @@ TEST_P(CollectTest, SymlinkInAnIntermediateComponentIsRefused) {
   const Refusal* r = Find(mc, "/data/out/sub");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->reason, RefusalReason::kSymlink);
+  EXPECT_TRUE(mc.absent.empty());  // refused above it, not looked for
   ExpectHostUntouched();
 }
 
@@ -211,6 +212,7 @@ TEST_P(CollectTest, DirectorySwappedForSymlinkBeforeOpenIsRefused) {
   const Refusal* r = Find(mc, "/data/out/sub");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->reason, RefusalReason::kSymlink);
+  EXPECT_TRUE(mc.absent.empty());  // refused above it, not looked for
   ExpectHostUntouched();
 }
 
@@ -327,6 +329,86 @@ TEST_P(CollectTest, UndeclaredHostileEntriesAreLeftAlone) {
   ASSERT_EQ(mkfifo((out_ + "/pipe").c_str(), 0600), 0);
   ASSERT_EQ(symlink("/etc/shadow", (out_ + "/link").c_str()), 0);
   ASSERT_EQ(link((host_ + "/shadow").c_str(), (out_ + "/hard").c_str()), 0);
+  WriteFile(out_ + "/result.json", "{}");
+  MountCollection mc = Collect({FileValidator("/data/out/*.json")});
+  EXPECT_TRUE(mc.refusals.empty());
+  ASSERT_EQ(mc.files.size(), 1u);
+}
+
+// Issue 12: names that the report would have to escape (controls, newlines, invalid UTF-8, bidi
+// controls) reached the caller's directory verbatim while the report named them escaped.
+TEST_P(CollectTest, UnsafeNamesAreRefusedUnread) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"a\nb.txt", "a\\nb.txt"},                        // newline
+      {"tab\t.txt", "tab\\t.txt"},                      // C0
+      {"esc\x1b[2J.txt", "esc\\x1b[2J.txt"},            // C0 (ESC)
+      {"del\x7f.txt", "del\\x7f.txt"},                  // DEL
+      {"nel\xc2\x85.txt", "nel\\u0085.txt"},            // C1 (U+0085)
+      {"bad\xff.txt", "bad\\xff.txt"},                  // invalid UTF-8
+      {"over\xc0\xaf.txt", "over\\xc0\\xaf.txt"},       // overlong '/'
+      {"rlo\xe2\x80\xaegpj.txt", "rlo\\u202egpj.txt"},  // U+202E RIGHT-TO-LEFT OVERRIDE
+      {"lri\xe2\x81\xa6.txt", "lri\\u2066.txt"},        // U+2066 LEFT-TO-RIGHT ISOLATE
+      {"lrm\xe2\x80\x8e.txt", "lrm\\u200e.txt"},        // U+200E LEFT-TO-RIGHT MARK
+      {"rlm\xe2\x80\x8f.txt", "rlm\\u200f.txt"},        // U+200F RIGHT-TO-LEFT MARK
+      {"alm\xd8\x9c.txt", "alm\\u061c.txt"},            // U+061C ARABIC LETTER MARK
+      {"zw\xe2\x80\x8b.txt", "zw\\u200b.txt"},          // U+200B ZERO WIDTH SPACE
+  };
+  for (const auto& [name, shown] : bad) WriteFile(out_ + "/" + name, "payload");
+  WriteFile(out_ + "/good.txt", "fine");
+  WriteFile(out_ + "/caf\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac.txt", "fine");  // UTF-8 is fine
+  std::vector<std::string> opened;
+  CollectOptions o;
+  o.before_open = [&](const std::string& rel) { opened.push_back(rel); };
+  MountCollection mc = Collect({FileValidator("/data/out/*.txt")}, {100, 1 << 20}, o);
+  ASSERT_EQ(mc.files.size(), 2u);
+  EXPECT_EQ(mc.files[0].relative_path, "caf\xc3\xa9 \xe6\x9d\xb1\xe4\xba\xac.txt");
+  EXPECT_EQ(mc.files[1].relative_path, "good.txt");
+  EXPECT_EQ(opened.size(), 2u) << "an unsafe name was opened";
+  ASSERT_EQ(mc.refusals.size(), bad.size());
+  for (const Refusal& r : mc.refusals) {
+    EXPECT_EQ(r.reason, RefusalReason::kBadName) << r.path;
+    EXPECT_EQ(r.validators, (std::vector<size_t>{0})) << r.path;
+    EXPECT_STREQ(RefusalReasonName(r.reason), "unsafe-name");
+  }
+  for (const auto& [name, shown] : bad) {
+    bool found = false;
+    for (const Refusal& r : mc.refusals) {
+      if (r.detail.find("\"" + shown) != std::string::npos) found = true;
+    }
+    EXPECT_TRUE(found) << shown;
+  }
+  // The detail is safe to print: escaped, no raw control bytes.
+  for (const Refusal& r : mc.refusals) {
+    for (unsigned char c : r.detail) EXPECT_TRUE(c >= 0x20 && c != 0x7f) << r.detail;
+  }
+}
+
+TEST_P(CollectTest, UnsafeDirectoryComponentIsRefusedAndNotEntered) {
+  WriteFile(out_ + "/ok/result.json", "{}");
+  WriteFile(out_ + "/sub\x1b[31m/result.json", "{}");
+  WriteFile(out_ + "/rtl\xe2\x80\xae/result.json", "{}");
+  std::vector<std::string> opened;
+  CollectOptions o;
+  o.before_open = [&](const std::string& rel) { opened.push_back(rel); };
+  MountCollection mc = Collect({FileValidator("/data/out/**/*.json")}, {100, 1 << 20}, o);
+  ASSERT_EQ(mc.files.size(), 1u);
+  EXPECT_EQ(mc.files[0].relative_path, "ok/result.json");
+  ASSERT_EQ(mc.refusals.size(), 2u);
+  const Refusal* esc = Find(mc, "/data/out/sub\\x1b[31m");
+  ASSERT_NE(esc, nullptr);
+  EXPECT_EQ(esc->reason, RefusalReason::kBadName);
+  ASSERT_NE(Find(mc, "/data/out/rtl\\u202e"), nullptr);
+  EXPECT_EQ(opened, (std::vector<std::string>{"ok", "ok/result.json"}));
+  // A literal declared path below an unsafe directory is not "absent": it was refused.
+  mc = Collect({FileValidator("/data/out/sub\x1b[31m/result.json")});
+  EXPECT_TRUE(mc.absent.empty());
+  ASSERT_EQ(mc.refusals.size(), 1u);
+  EXPECT_EQ(mc.refusals[0].reason, RefusalReason::kBadName);
+}
+
+TEST_P(CollectTest, UndeclaredUnsafeNamesAreLeftAlone) {
+  WriteFile(out_ + "/x\n.bin", "not declared");
+  WriteFile(out_ + "/d\xff/y.bin", "not declared");
   WriteFile(out_ + "/result.json", "{}");
   MountCollection mc = Collect({FileValidator("/data/out/*.json")});
   EXPECT_TRUE(mc.refusals.empty());
@@ -476,6 +558,33 @@ TEST_F(OutputFilesTest, CapsCountAcrossMountsAndLayoutNamesTheMounts) {
   ASSERT_TRUE(files.WriteAccepted(d.get()).ok());
   EXPECT_EQ(ReadFile(dest + "/out/a/x.txt"), "1");
   EXPECT_EQ(ReadFile(dest + "/out/b/y.txt"), "2");
+}
+
+TEST_F(OutputFilesTest, UnsafeNameRejectsTheRunAndIsNotDelivered) {
+  const std::string out = tmp_.path() + "/out";
+  WriteFile(out + "/report.txt", "fine");
+  WriteFile(out + "/invoice\xe2\x80\xaetxt.exe.txt", "payload");
+  Result<ValidatorSet> set = ValidatorSet::Compile({FileValidator("/data/out/*.txt")});
+  ASSERT_TRUE(set.ok());
+  OutputFiles files(*set, {10, 1 << 20});
+  {
+    UniqueFd dir(open(out.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    files.Collect(OutputMount(), dir.get());
+  }
+  ASSERT_TRUE(files.rejected());
+  EXPECT_EQ(files.rejection()->check, "collect");
+  EXPECT_EQ(files.rejection()->subject, "/data/out/invoice\\u202etxt.exe.txt");
+  EXPECT_NE(files.rejection()->detail.find("unsafe-name"), std::string::npos)
+      << files.rejection()->detail;
+  ASSERT_EQ(files.files().size(), 1u);  // only report.txt was collected
+  const std::string dest = tmp_.path() + "/dest";
+  fs::create_directories(dest);
+  UniqueFd d(open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(files.WriteAccepted(d.get()).ok());
+  EXPECT_TRUE(fs::exists(dest + "/report.txt"));
+  EXPECT_FALSE(fs::exists(dest + "/invoice\xe2\x80\xaetxt.exe.txt"));
+  const nlohmann::json j = OutputFilesToJson(files);
+  EXPECT_TRUE(j["rejected"].get<bool>());
 }
 
 TEST_F(OutputFilesTest, HostileNamesStayEscapedInJson) {

@@ -159,6 +159,26 @@ TEST(RunRecordTest, LiveRecordsAreLockedStaleOnesAreTaken) {
   EXPECT_FALSE(supervisor::RunRecord::Create(records, {"../x"}).ok());
 }
 
+// Issue 12: recovery (as root) reads run records back strictly.
+TEST(RunRecordTest, ParseIsStrict) {
+  const std::string good =
+      R"({"run_id":"0193-a","pid":7,"audit_db":"/x/audit.db","state_root":"/run/x",)"
+      R"("input_dir":"","start_ns":1})";
+  auto r = supervisor::ParseRunRecord(good);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->run_id, "0193-a");
+  EXPECT_EQ(r->pid, 7);
+  auto dup = supervisor::ParseRunRecord(
+      R"({"run_id":"0193-a","pid":7,"audit_db":"/x/audit.db","audit_db":"/y/audit.db"})");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("duplicate key"), std::string::npos)
+      << dup.status().message();
+  auto bom = supervisor::ParseRunRecord("\xEF\xBB\xBF" + good);
+  ASSERT_FALSE(bom.ok());
+  EXPECT_NE(bom.status().message().find("byte order mark"), std::string::npos)
+      << bom.status().message();
+}
+
 TEST(RunRecordTest, RecordsDirBesideTheAuditLog) {
   EXPECT_EQ(supervisor::RecordsDirFor("/var/lib/safex/audit.db"), "/var/lib/safex/runs");
   EXPECT_EQ(supervisor::RecordsDirFor(":memory:"), "");

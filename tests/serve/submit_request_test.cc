@@ -69,6 +69,28 @@ TEST(SubmitRequestTest, BadRequestsAreInvalidArgument) {
   }
 }
 
+// Issue 12: nlohmann keeps the last of two equal keys and skips a byte order mark; a second
+// reader of the same body (a proxy, a log) may not, so both are refused.
+TEST(SubmitRequestTest, DuplicateKeysAndByteOrderMarkAreRefused) {
+  const std::string good = R"({"policy":"p","argv":["a"],"files":[{"name":"a","data":""}]})";
+  ASSERT_TRUE(P(good).ok());
+  const std::string bad[] = {
+      R"({"policy":"p","policy":"q","argv":["a"]})",
+      R"({"policy":"p","argv":["a"],"argv":["rm"]})",
+      R"({"policy":"p","argv":["a"],"files":[{"name":"a","name":"b","data":""}]})",
+      R"({"policy":"p","\u0070olicy":"q","argv":["a"]})",  // the same name, escaped
+      "\xEF\xBB\xBF" + good,
+  };
+  for (const std::string& b : bad) {
+    auto r = P(b);
+    ASSERT_FALSE(r.ok()) << b;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument) << b;
+    EXPECT_TRUE(r.status().message().find("duplicate key") != std::string::npos ||
+                r.status().message().find("byte order mark") != std::string::npos)
+        << b << ": " << r.status().message();
+  }
+}
+
 TEST(SubmitRequestTest, DeepNestingIsRefusedBeforeParsing) {
   std::string deep = R"({"policy":"p","argv":["a"],"files":)" + std::string(100000, '[') +
                      std::string(100000, ']') + "}";
