@@ -132,6 +132,15 @@ int DoRun(const RunFlags& f) {
   if (Status st = (*log)->CheckWritable(); !st.ok()) {
     return RefuseEarly("audit log not writable: " + st.message(), f.json);
   }
+  // A damaged log refuses runs (fail closed). The check is incremental (the events since the
+  // last check) and becomes a full one when the last full check is a day old (docs/audit.md).
+  if (auto integrity = (*log)->CheckIntegrity(audit::IntegrityCheck::kIncremental);
+      !integrity.ok() || !integrity->ok) {
+    return RefuseEarly("audit log " + f.audit_db + " does not verify (" +
+                           (integrity.ok() ? integrity->problem : integrity.status().message()) +
+                           "); no run starts until it does: see `safex audit verify`",
+                       f.json);
+  }
 
   supervisor::RunSpec spec;
   spec.argv = f.argv;

@@ -187,7 +187,6 @@ struct Completion {
 
 }  // namespace
 
-
 struct Server::Impl {
   ServeConfig cfg;
   UniqueFd instance_lock;
@@ -198,6 +197,50 @@ struct Server::Impl {
   RecoveryReport recovery;
   std::vector<std::unique_ptr<audit::AuditLog>> worker_logs;
   std::unique_ptr<audit::AuditLog> side_log;
+  std::unique_ptr<audit::AuditLog> check_log;  // the integrity checker's own connection
+
+  // The audit log's integrity (set by the checker thread or a worker's incremental check; once
+  // damaged, every run is refused until the service restarts over a log that verifies).
+  std::mutex audit_mu;
+  std::string audit_damage;  // guarded by audit_mu; "" while the log verifies
+  std::condition_variable check_cv;
+  bool stop_check = false;  // guarded by audit_mu
+  std::thread check_thread;
+
+  std::string AuditDamage() {
+    std::lock_guard<std::mutex> l(audit_mu);
+    return audit_damage;
+  }
+  void MarkDamaged(const std::string& problem) {
+    {
+      std::lock_guard<std::mutex> l(audit_mu);
+      if (!audit_damage.empty()) return;
+      audit_damage = problem;
+    }
+    ServeError("the audit log does not verify: " + problem +
+               "; every run is refused from now on (fail closed); restart the service over a log "
+               "that verifies (`safex audit verify`)");
+  }
+  // The full check on a timer (audit_check_interval), on its own connection.
+  void CheckLoop() {
+    const auto interval = std::chrono::nanoseconds(svc().audit_check_interval_ns);
+    std::unique_lock<std::mutex> l(audit_mu);
+    while (!check_cv.wait_for(l, interval, [this] { return stop_check; })) {
+      l.unlock();
+      const auto t0 = Clock::now();
+      auto rep = check_log->CheckIntegrity(audit::IntegrityCheck::kFull);
+      if (!rep.ok() || !rep->ok) {
+        MarkDamaged(rep.ok() ? rep->problem : rep.status().message());
+      } else {
+        ServeLog(
+            "audit log verified: " + std::to_string(rep->events) + " events in " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) +
+            " ms");
+      }
+      l.lock();
+    }
+  }
   UniqueFd listen_fd, epoll_fd, wake_fd, signal_fd;
   std::atomic<int> cancel{0};
   HttpLimits http_limits;
@@ -299,8 +342,8 @@ struct Server::Impl {
     int64_t last = last_space_warning_ns.load();
     if (now - last > 60'000'000'000 && last_space_warning_ns.compare_exchange_strong(last, now)) {
       ServeWarn("the audit log's filesystem has " + std::to_string(free_bytes) +
-               " bytes free, below audit_reserve (" + std::to_string(svc().audit_reserve_bytes) +
-               "): refusals are counted into summaries, not recorded one by one");
+                " bytes free, below audit_reserve (" + std::to_string(svc().audit_reserve_bytes) +
+                "): refusals are counted into summaries, not recorded one by one");
     }
     return true;
   }
@@ -325,8 +368,8 @@ struct Server::Impl {
     if (st.ok()) return std::nullopt;
     metrics.refusals_unrecorded.fetch_add(1);
     ServeError("a refusal of uid " +
-             (spec.requester.uid ? std::to_string(*spec.requester.uid) : std::string("?")) +
-             " could not be recorded in the audit log (answered 500): " + st.message());
+               (spec.requester.uid ? std::to_string(*spec.requester.uid) : std::string("?")) +
+               " could not be recorded in the audit log (answered 500): " + st.message());
     json j = {{"error",
                {{"status", 500},
                 {"message", "the service could not record this refusal in its audit log"}}},
@@ -383,8 +426,8 @@ struct Server::Impl {
           metrics.refusal_summaries.fetch_add(1);
         } else {
           metrics.refusals_unrecorded.fetch_add(sum.count);
-          ServeError("a refusal summary could not be recorded in the audit log: " +
-                   st.message() + " (" + sum.Text() + ")");
+          ServeError("a refusal summary could not be recorded in the audit log: " + st.message() +
+                     " (" + sum.Text() + ")");
         }
       });
       if (!posted) ServeError("the audit backlog is full; lost: " + sum.Text());
@@ -424,6 +467,25 @@ struct Server::Impl {
     spec.cancel = &cancel;
     supervisor::RunReport report;
     report.run_id = spec.run_id;
+    // A damaged audit log refuses every run, unrecorded (a log that does not verify is not
+    // written to). Each run first checks the events since the last check (cheap).
+    std::string damage = AuditDamage();
+    if (damage.empty()) {
+      const auto max_age = std::max<std::chrono::seconds>(
+          audit::kDefaultMaxFullCheckAge,
+          std::chrono::duration_cast<std::chrono::seconds>(
+              4 * std::chrono::nanoseconds(svc().audit_check_interval_ns)));
+      auto rep = log.CheckIntegrity(audit::IntegrityCheck::kIncremental, max_age);
+      if (!rep.ok() || !rep->ok) {
+        MarkDamaged(rep.ok() ? rep->problem : rep.status().message());
+        damage = AuditDamage();
+      }
+    }
+    if (!damage.empty()) {
+      report.reason =
+          "the service's audit log does not verify (" + damage + "); no run starts until it does";
+      return FormatResponse(503, kJson, RefusalBody(report, 503));
+    }
     // A refusal decided here is recorded on this worker's connection to the log (or counted into
     // its caller's summary); a log that cannot take it makes the answer a 500.
     auto refused = [&](RefusalReason why, int http_status) -> std::string {
@@ -434,8 +496,8 @@ struct Server::Impl {
       } else {
         // Said once per recorded refusal: the log's own rate is the refusal rate's.
         ServeLog(why == RefusalReason::kPolicy ? Severity::kError : Severity::kInfo,
-                 "run " + spec.run_id + ": refused (" + RefusalReasonName(why) + "): " +
-                     output::EscapeForLog(report.reason));
+                 "run " + spec.run_id + ": refused (" + RefusalReasonName(why) +
+                     "): " + output::EscapeForLog(report.reason));
       }
       if (http_status != 200)
         return FormatResponse(http_status, kJson, RefusalBody(report, http_status));
@@ -473,8 +535,8 @@ struct Server::Impl {
 
     metrics.RunStarted();
     ServeLog("run " + spec.run_id + ": started (uid " + std::to_string(job.caller.uid) +
-             ", policy \"" + job.request.policy + "\", plan " +
-             (*prepared)->digest.substr(0, 12) + ")");
+             ", policy \"" + job.request.policy + "\", plan " + (*prepared)->digest.substr(0, 12) +
+             ")");
     supervisor::RunReport result = runner->Execute(**prepared, std::move(spec), log);
     if (!input_dir.empty()) RemoveDir(input_dir);
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -487,10 +549,10 @@ struct Server::Impl {
   // errors and undeliverable outputs are errors for the operator, not for the caller.
   static void LogEnd(const supervisor::RunReport& r, double seconds) {
     const supervisor::Verdict v = r.verdict;
-    const Severity severity = v == supervisor::Verdict::kSetupError ||
-                                      v == supervisor::Verdict::kDeliveryFailed
-                                  ? Severity::kError
-                                  : Severity::kInfo;
+    const Severity severity =
+        v == supervisor::Verdict::kSetupError || v == supervisor::Verdict::kDeliveryFailed
+            ? Severity::kError
+            : Severity::kInfo;
     std::string line = "run " + r.run_id + ": " + std::string(supervisor::VerdictName(v)) +
                        " (exit status " + std::to_string(r.exit_status) + ", " +
                        std::to_string(static_cast<int64_t>(seconds * 1000)) + " ms";
@@ -791,7 +853,11 @@ struct Server::Impl {
     };
     if (path == "/v1/health") {
       if (method != "GET") return method_not_allowed("GET");
-      json j = {{"status", draining ? "draining" : "ok"},
+      const std::string damage = AuditDamage();
+      json j = {{"status", draining          ? "draining"
+                           : !damage.empty() ? "audit-log-damaged"
+                                             : "ok"},
+                {"audit_log", damage.empty() ? json("ok") : json(damage)},
                 {"version", kVersion},
                 {"in_flight", metrics.in_flight.load()},
                 {"queued", metrics.queue_depth.load()},
@@ -1104,6 +1170,12 @@ struct Server::Impl {
     }
     side_cv.notify_all();
     if (side_thread.joinable()) side_thread.join();
+    {
+      std::lock_guard<std::mutex> l(audit_mu);
+      stop_check = true;
+    }
+    check_cv.notify_all();
+    if (check_thread.joinable()) check_thread.join();
   }
 };
 
@@ -1179,6 +1251,22 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
       s.worker_logs.push_back(std::move(log).value());
     }
   }
+  // A damaged log is never used (fail closed): the whole file is checked now, and again on a
+  // timer by a thread of its own (its own connection, so a check of a large log delays nothing);
+  // each run checks the events since the last check (docs/audit.md, "Integrity checks").
+  {
+    auto full = s.side_log->CheckIntegrity(audit::IntegrityCheck::kFull);
+    if (!full.ok() || !full->ok) {
+      return Status::DataLoss(
+          "the audit log " + svc.audit_db + " does not verify (" +
+          (full.ok() ? full->problem : full.status().message()) +
+          "); the service does not start over a damaged log: move it aside for examination "
+          "(`safex audit verify`) and start with a new one");
+    }
+    auto checker = audit::AuditLog::Open(svc.audit_db, ao);
+    if (!checker.ok()) return checker.status().With("audit log " + svc.audit_db);
+    s.check_log = std::move(checker).value();
+  }
 
   // 4. Crash recovery, before any work is accepted.
   drivers::net::NetworkConfig net = supervisor::NetworkConfigFrom(s.cfg.host.network);
@@ -1235,6 +1323,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
 
   try {
     s.side_thread = std::thread([&s] { s.SideLoop(); });
+    s.check_thread = std::thread([&s] { s.CheckLoop(); });
     for (size_t i = 0; i < s.worker_logs.size(); ++i) {
       s.workers.emplace_back([&s, i] { s.WorkerLoop(i); });
     }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/containment/suite.h"
+#include "tests/support/other_user.h"
 
 namespace safex::containment {
 namespace {
@@ -1410,6 +1411,98 @@ Case S7() {
   return c;
 }
 
+Case S8() {
+  Case c{"S8", "another local user reads a run's staged input while it runs",
+         "nothing of it is reachable: staged below a 0700 directory of root's", 4};
+  c.plan = [](CaseEnv& env) {
+    // The caller's input: a 0700 directory of its own with a secret, which the sandbox user must
+    // read and uid 65534 on the host must not, from any path under the state root or the
+    // microVM state root, while the run goes on.
+    const std::string in = env.dir + "/in";
+    mkdir(in.c_str(), 0700);
+    const std::string secret = "staged-secret-" + env.suite->marker();
+    WriteText(in + "/secret.txt", secret);
+    env.vars["secret"] = secret;
+    Invocation inv = Probe({"/bin/sh", "-c", "cat /data/in/secret.txt; sleep 4"});
+    inv.input = true;
+    inv.expect_probe_line = false;
+    inv.during_delay_ms = 2500;
+    auto* vars = &env.vars;
+    inv.during = [vars, secret](const std::string& state_root) {
+      std::string found, listed;
+      bool ran = true;
+      for (const std::string& root : {state_root, std::string("/var/lib/safex/microvm")}) {
+        testing::OtherUserView v = testing::ViewAs(65534, 65534, root, secret);
+        ran = ran && v.ran;
+        for (const std::string& p : v.with_needle) found += (found.empty() ? "" : ", ") + p;
+        for (const std::string& p : v.listable) {
+          if (p.find("/private") != std::string::npos || p.find("/runs/") != std::string::npos) {
+            listed += (listed.empty() ? "" : ", ") + p;
+          }
+        }
+      }
+      (*vars)["looked"] = ran ? "1" : "0";
+      (*vars)["found"] = found;
+      (*vars)["listed"] = listed;
+    };
+    return std::vector<Invocation>{inv};
+  };
+  c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
+    const RunRecord& r = rs[0];
+    ExpectVerdict(k, r, "ok", 0);
+    k.Expect(r.StdoutText().find(env.vars["secret"]) != std::string::npos,
+             "the sandbox user could not read its own input");
+    k.Expect(env.vars["looked"] == "1", "uid 65534 could not be set up to look");
+    k.Expect(env.vars["found"].empty(), "uid 65534 read the staged input at " + env.vars["found"]);
+    k.Expect(env.vars["listed"].empty(), "uid 65534 listed " + env.vars["listed"]);
+    k.Summary(
+        "the sandbox read its input; uid 65534 read nothing of it under the state roots "
+        "during the run");
+  };
+  return c;
+}
+
+Case S9() {
+  Case c{"S9", "program argv that looks like safex options (--runsc, --stdin, --input, ...)",
+         "the program's own arguments, byte for byte; no option of safex is taken from them", 1};
+  c.plan = [](CaseEnv& env) {
+    // Each, if taken as safex's own option, leaves a mark the check looks for.
+    const std::string fake_runsc = env.dir + "/evil-runsc";
+    env.vars["marker"] = env.dir + "/evil-runsc-ran";
+    WriteText(fake_runsc, "#!/bin/sh\necho ran > " + env.vars["marker"] + "\nexit 1\n");
+    chmod(fake_runsc.c_str(), 0755);
+    env.vars["output"] = env.dir + "/evil-output";
+    env.vars["audit"] = env.dir + "/evil-audit.db";
+    std::vector<std::string> hostile = {
+        "--runsc",  fake_runsc,  "--stdin",          "/etc/shadow", "--input",
+        "/root",    "--output",  env.vars["output"], "--audit-db",  env.vars["audit"],
+        "--policy", "/dev/null", "--json",           "--"};
+    env.vars["n"] = std::to_string(hostile.size());
+    std::vector<std::string> argv = {"s6_argv_verbatim"};
+    for (size_t i = 0; i < hostile.size(); ++i) {
+      env.vars["arg" + std::to_string(i + 1)] = HexOf(hostile[i]);
+      argv.push_back(hostile[i]);
+    }
+    return std::vector<Invocation>{Probe(argv)};
+  };
+  c.check = [](CaseEnv& env, const std::vector<RunRecord>& rs, Check& k) {
+    const RunRecord& r = rs[0];
+    ExpectVerdict(k, r, "ok", 0);
+    int n = std::stoi(env.vars["n"]);
+    k.Expect(r.ObsInt("argc") == n + 1, "argc " + r.Obs("argc"));
+    for (int i = 1; i <= n; ++i) {
+      std::string key = "arg" + std::to_string(i);
+      k.Expect(r.Obs(key) == env.vars[key], key + " arrived changed");
+    }
+    k.Expect(access(env.vars["marker"].c_str(), F_OK) != 0, "the program's --runsc was executed");
+    k.Expect(access(env.vars["output"].c_str(), F_OK) != 0, "the program's --output was used");
+    k.Expect(access(env.vars["audit"].c_str(), F_OK) != 0, "the program's --audit-db was used");
+    k.Summary(std::to_string(n) +
+              " option-shaped arguments arrived byte for byte; none was taken by safex");
+  };
+  return c;
+}
+
 // ---------------------------------------------------------------------------------------------
 // C: container escapes (CVE shapes)
 
@@ -1524,6 +1617,8 @@ std::vector<Case> Catalogue() {
       S5(),
       S6(),
       S7(),
+      S8(),
+      S9(),
       C1(),
       C2(),
       C3(),

@@ -640,7 +640,16 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
   po.deadline = std::chrono::seconds(180);
   if (inv.start_delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(inv.start_delay_ms));
+  std::thread during;
+  if (inv.during) {
+    const std::string root = env.submit ? serve_state_ : state_root_;
+    during = std::thread([&inv, root] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(inv.during_delay_ms));
+      inv.during(root);
+    });
+  }
   r.proc = RunWatched(po);
+  if (during.joinable()) during.join();
   r.report = nlohmann::json::parse(r.proc.out, nullptr, false);
   if (r.report.is_discarded()) r.report = nullptr;
   std::istringstream lines(r.StdoutText());

@@ -66,6 +66,10 @@ struct Invocation {
   bool expect_probe_line = true;            // the probe's JSON line must be in stdout
   int group = 0;                            // same non-zero group: started together
   int start_delay_ms = 0;                   // delay within its group
+  // Runs on the host while the run goes on, `during_delay_ms` after it started, with the state
+  // directory its sandbox uses (S8: another local user looks at what is staged for it).
+  std::function<void(const std::string& state_root)> during;
+  int during_delay_ms = 0;
 
   // Why `safex submit` cannot make this run ("" when it can).
   std::string SubmitUnsupported() const;
@@ -205,6 +209,7 @@ class Suite {
   const std::string& host_probes() const { return probes_; }  // bound at /probes
   const std::string& audit_db() const { return audit_db_; }
   const std::string& state_root() const { return state_root_; }
+  const std::string& serve_state() const { return serve_state_; }
   const std::string& marker() const { return marker_; }
   const std::string& secret_file() const { return secret_file_; }
   std::string Endpoint(const std::string& name) const;  // listeners by name (see SetUp)

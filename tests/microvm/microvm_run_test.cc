@@ -305,6 +305,39 @@ TEST_F(MicrovmRunTest, OutputCapTruncatesAndStopsTheRun) {
   EXPECT_EQ(r->term_signal, SIGKILL);
 }
 
+// The twin of GvisorTest.ASingleLargeWriteIsDeliveredWhole: one write(2) (dd with a single
+// block) of 64 KiB + 1 and 1 MiB + 1 arrives whole, and one of the cap + 1 gives exactly the cap
+// and the output limit.
+TEST_F(MicrovmRunTest, ASingleLargeWriteIsDeliveredWhole) {
+  SAFEX_REQUIRE_MICROVM();
+  plan::Plan p = BusyboxPlan();
+  p.limits.output_bytes = 4 << 20;
+  for (size_t n : {size_t{65536 + 1}, size_t{(1 << 20) + 1}}) {
+    auto r = RunPlan(p, Sh("dd if=/dev/zero bs=" + std::to_string(n) + " count=1 2>/dev/null"));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 0) << r->stderr_stream.data;
+    EXPECT_EQ(r->stdout_stream.data, std::string(n, '\0')) << n << " bytes";
+    EXPECT_EQ(r->limit, LimitHit::kNone);
+  }
+  p.limits.output_bytes = 1 << 20;
+  auto r = RunPlan(p, Sh("dd if=/dev/zero bs=" + std::to_string((1 << 20) + 1) +
+                         " count=1 2>/dev/null; sleep 30"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->limit, LimitHit::kOutput);
+  EXPECT_EQ(r->stdout_stream.data.size(), size_t{1} << 20);
+  EXPECT_TRUE(r->stdout_stream.truncated);
+}
+
+// Bytes are legal in argv on Linux: the microVM's own wire format carries them faithfully (the
+// gVisor backend refuses them instead; see RunCliTest.NonUtf8ArgvIsRefusedBeforeAnythingExists).
+TEST_F(MicrovmRunTest, NonUtf8ArgvIsCarriedFaithfully) {
+  SAFEX_REQUIRE_MICROVM();
+  auto r = RunPlan(BusyboxPlan(), {"/bin/busybox", "echo", "x\xff\xfe-\x80"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->stdout_stream.data, "x\xff\xfe-\x80\n");
+}
+
 TEST_F(MicrovmRunTest, CpuTimeLimitIsEnforced) {
   SAFEX_REQUIRE_MICROVM();
   plan::Plan p = BusyboxPlan();

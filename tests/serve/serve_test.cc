@@ -29,6 +29,7 @@
 #include "supervisor/serve/unix_socket.h"
 #include "tests/serve/serve_harness.h"
 #include "tests/support/leak_check.h"
+#include "tests/support/run_process.h"
 #include "tests/support/test_support.h"
 
 namespace safex {
@@ -496,7 +497,10 @@ TEST_F(ServeTest, SigkillDuringAMicrovmRunThenRestartLeavesNothingAndRecordsTheL
   ASSERT_TRUE(vmm_up) << "QEMU never started\n" << h_.log();
   std::this_thread::sleep_for(std::chrono::seconds(3));
   h_.Kill();
-  EXPECT_EQ(client.get().status, 125);  // the connection died
+  // The connection died after admission: an unknown outcome of the named run, not "refused".
+  ProcessOutput out = client.get();
+  EXPECT_EQ(out.status, 120) << out.err;
+  EXPECT_THAT(out.err, HasSubstr(id));
   // The dead daemon's run is still there (nothing else would remove it).
   EXPECT_TRUE(std::filesystem::exists(microvm_runs + "/" + id));
   EXPECT_FALSE(testing::ResourcesNamingRun(id, LeakOptions()).empty());
@@ -703,6 +707,34 @@ TEST_F(ServeTest, PolicyEditsAreSeenByTheNextRequest) {
   std::string d2 = digest();
   EXPECT_NE(d2, d1);
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+}
+
+// A damaged audit log is never used: a run checks the events since the last check and is refused
+// (503, unrecorded: a log that does not verify is not written to) once one does not verify;
+// health says so; and the service does not start over a log whose full check fails.
+TEST_F(ServeTest, ADamagedAuditLogRefusesRunsAndStart) {
+  StartAndSnapshot();
+  ProcessOutput ok = h_.Submit("base-untrusted", {"/bin/echo", "before"});
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  ProcessOutput edit = testing::RunProcess(
+      {"/usr/bin/sqlite3", h_.audit_db(),
+       "DROP TRIGGER events_no_update; UPDATE events SET verdict = 'timeout' WHERE seq = "
+       "(SELECT max(seq) FROM events);"});
+  ASSERT_EQ(edit.status, 0) << edit.err;
+  ProcessOutput refused = h_.Submit("base-untrusted", {"/bin/echo", "after"});
+  EXPECT_EQ(refused.status, 125) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("does not verify"));
+  EXPECT_EQ(refused.out, "");
+  auto health = h_.Call("GET", "/v1/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(Parse(health->body)["status"], "audit-log-damaged") << health->body;
+  EXPECT_THAT(h_.log(), HasSubstr("every run is refused from now on"));
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  // Restarted over the damaged log: refuses to start, and says why.
+  std::string err = h_.Start();
+  EXPECT_THAT(err, HasSubstr("does not verify")) << err;
+  EXPECT_FALSE(h_.running());
+  ExpectNoLeaks();
 }
 
 TEST_F(ServeTest, SubmitWithoutADaemonExits125) {

@@ -532,9 +532,9 @@ TEST_F(RunCliTest, ALargeStdinIsHeldOnce) {
   }
   rusage before{};
   getrusage(RUSAGE_CHILDREN, &before);
-  ProcessOutput r = Run(Example("python-untrusted"),
-                        {"python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"},
-                        {"--stdin", big});
+  ProcessOutput r =
+      Run(Example("python-untrusted"),
+          {"python3", "-c", "import sys; print(len(sys.stdin.buffer.read()))"}, {"--stdin", big});
   rusage after{};
   getrusage(RUSAGE_CHILDREN, &after);
   EXPECT_EQ(r.status, 0) << r.err;
@@ -547,6 +547,59 @@ TEST_F(RunCliTest, ALargeStdinIsHeldOnce) {
   nlohmann::json j = RunJson(Example("python-untrusted"), {"/bin/true"}, {"--stdin", fifo});
   EXPECT_EQ(last_status_, 125);
   EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("not a regular file"));
+}
+
+// Regression (a corrupted audit log was used and signed): runs went ahead over a damaged log. Each
+// run checks the events since the last check, and does a full check when the last one is missing
+// or old; a log that does not verify refuses the run (fail closed).
+TEST_F(RunCliTest, ADamagedAuditLogRefusesRuns) {
+  const std::string db = dir_.Join("audit.db");
+  ProcessOutput first = Run(Example("python-untrusted"), {"/bin/echo", "one"});
+  ASSERT_EQ(first.status, 0) << first.err;
+  // An edit of the newest event (an attacker with write access drops the append-only trigger).
+  ProcessOutput edit = testing::RunProcess(
+      {"/usr/bin/sqlite3", db,
+       "DROP TRIGGER events_no_update; UPDATE events SET verdict = 'timeout' WHERE seq = "
+       "(SELECT max(seq) FROM events);"});
+  ASSERT_EQ(edit.status, 0) << edit.err;
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"/bin/echo", "two"});
+  EXPECT_EQ(last_status_, 125);
+  EXPECT_EQ(j["verdict"], "refused");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("does not verify"));
+  EXPECT_EQ(j["stdout"], nullptr);  // nothing ran
+
+  // Random bytes over an interior page of another log, with no integrity marker left: the next
+  // run's check is a full one and refuses.
+  TempDir other;
+  const std::string db2 = other.Join("audit.db");
+  std::vector<std::string> args = {"run",
+                                   "--policy",
+                                   Example("python-untrusted"),
+                                   "--audit-db",
+                                   db2,
+                                   "--audit-key",
+                                   other.Join("audit.key"),
+                                   "--",
+                                   "/bin/echo",
+                                   std::string(3000, 'x')};
+  for (int i = 0; i < 12; ++i) ASSERT_EQ(RunSafex(args).status, 0);
+  ASSERT_EQ(testing::RunProcess({"/usr/bin/sqlite3", db2,
+                                 "PRAGMA wal_checkpoint(TRUNCATE); DELETE FROM integrity_marker;"})
+                .status,
+            0);
+  {
+    std::fstream f(db2, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff size = f.tellg();
+    ASSERT_GT(size, 8 * 4096);
+    f.seekp((size / 4096 / 2) * 4096 + 100);
+    std::string noise(2000, '\0');
+    for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 7919) & 0xff);
+    f.write(noise.data(), static_cast<std::streamsize>(noise.size()));
+  }
+  ProcessOutput refused = RunSafex(args);
+  EXPECT_EQ(refused.status, 125) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("does not verify"));
 }
 
 TEST_F(RunCliTest, EightConcurrentRuns) {
