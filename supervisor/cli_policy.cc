@@ -5,6 +5,8 @@
 // (fmt --check) or a loosening change (diff); 2 usage errors, unreadable files or a bad host
 // config.
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,6 +72,72 @@ bool Readable(const std::string& path) {
   return true;
 }
 
+// Whether `path` holds a host config (`host { ... }` as its first statement) rather than a
+// policy: `safex check` checks either.
+bool LooksLikeHostConfig(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return false;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  std::string_view text(buf, n);
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '#') {
+      size_t nl = text.find('\n', i);
+      i = nl == std::string_view::npos ? text.size() : nl + 1;
+    } else if (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r') {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  text.remove_prefix(i);
+  return text.starts_with("host") &&
+         (text.size() == 4 || text[4] == ' ' || text[4] == '{' || text[4] == '\n');
+}
+
+// Checks a host config on its own, as the operator would before `systemctl restart safex`:
+// every diagnostic of its language, and the users and groups its allow rules name (the service
+// refuses to start over an unknown one). Prints a one-line summary; returns the exit status.
+int CheckHostConfig(const std::string& path) {
+  auto host = compiler::LoadHostConfigFile(path);
+  if (!host.ok()) {
+    Print(stderr, host.status().message() + "\n");
+    Print(stdout, path + ": host config with errors\n");
+    return 1;
+  }
+  int status = 0;
+  for (const compiler::AllowRule& rule : host->service.allow) {
+    for (const compiler::Principal& p : rule.users) {
+      if (!p.id && getpwnam(p.name.c_str()) == nullptr) {
+        Print(stderr, path + ": allow \"" + rule.policy + "\": no user named '" + p.name +
+                          "' on this host (safex serve would not start)\n");
+        status = 1;
+      }
+    }
+    for (const compiler::Principal& p : rule.groups) {
+      if (!p.id && getgrnam(p.name.c_str()) == nullptr) {
+        Print(stderr, path + ": allow \"" + rule.policy + "\": no group named '" + p.name +
+                          "' on this host (safex serve would not start)\n");
+        status = 1;
+      }
+    }
+  }
+  std::string backends;
+  for (plan::Backend b : host->ceilings.allowed_backends) {
+    backends += (backends.empty() ? "" : ", ") + std::string(plan::BackendName(b));
+  }
+  const compiler::ServiceSettings& svc = host->service;
+  Print(stdout, path + (status == 0 ? ": ok, host config" : ": host config with errors") +
+                    " (backends " + backends + "; service socket " + svc.socket + ", state " +
+                    svc.state_dir + ", audit log " + svc.audit_db + ", " +
+                    std::to_string(svc.allow.size()) + " allow rule" +
+                    (svc.allow.size() == 1 ? "" : "s") + "; address leases " +
+                    host->network.lease_dir + ")\n");
+  return status;
+}
+
 std::string Summary(const compiler::CompileResult& r) {
   std::string s;
   if (r.errors()) s += std::to_string(r.errors()) + " error" + (r.errors() == 1 ? "" : "s");
@@ -125,10 +193,23 @@ void RegisterPolicyCommands(CLI::App& app, int* exit_code) {
   {
     auto flags = std::make_shared<PolicyFlags>();
     auto files = std::make_shared<std::vector<std::string>>();
-    CLI::App* cmd = app.add_subcommand("check", "parse, compile and verify policies");
+    CLI::App* cmd = app.add_subcommand(
+        "check",
+        "parse, compile and verify policies; check a host config (a FILE starting with `host`, "
+        "or --host-config alone)");
     AddCommonFlags(cmd, flags.get());
-    cmd->add_option("FILE", *files, "policy files")->required();
+    cmd->add_option("FILE", *files, "policy files, or host configs");
     cmd->callback([flags, files, exit_code] {
+      // A host config named alone: check it, not a policy against it.
+      if (files->empty()) {
+        if (flags->host_config_opt->count() == 0) {
+          Print(stderr, "safex check: name policy files, or a host config with --host-config\n");
+          *exit_code = 2;
+          return;
+        }
+        *exit_code = Readable(flags->host_config) ? CheckHostConfig(flags->host_config) : 2;
+        return;
+      }
       compiler::CompileOptions opt;
       if (!Options(*flags, &opt)) {
         *exit_code = 2;
@@ -138,6 +219,11 @@ void RegisterPolicyCommands(CLI::App& app, int* exit_code) {
       for (const auto& path : *files) {
         if (!Readable(path)) {
           status = 2;
+          continue;
+        }
+        if (LooksLikeHostConfig(path)) {
+          int st = CheckHostConfig(path);
+          if (st != 0 && status == 0) status = st;
           continue;
         }
         auto r = compiler::CompileFile(path, opt);

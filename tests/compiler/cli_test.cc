@@ -1,6 +1,7 @@
 // The policy verbs of the built `safex` binary: exit statuses and output shape.
 #include <fcntl.h>
 #include <gmock/gmock.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -109,6 +110,42 @@ TEST(PolicyCliTest, UsageErrorsExitTwo) {
   r = Safex({"check", "--host-config", bad_host, p});
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("E020"));
+}
+
+// Regression: `safex check` of a host config failed with E028 (it was read as a policy), so an
+// operator had no way to check one before restarting the service.
+TEST(PolicyCliTest, CheckTakesAHostConfigOnItsOwn) {
+  // The shipped example names the group `safex`, which packaging/install.sh creates.
+  const std::string shipped = Src() + "/packaging/host.policy";
+  CliRun r = Safex({"check", shipped});
+  if (getgrnam("safex") != nullptr) {
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(": ok, host config (backends "));
+  } else {
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("no group named 'safex'"));
+  }
+  TempDir dir;
+  std::string good =
+      dir.Write("host.policy",
+                "host {\n  backends = [gvisor]\n  service {\n    allow \"*\" { users = "
+                "[\"root\", 1001] }\n  }\n}\n");
+  CliRun alone = Safex({"check", "--host-config", good});
+  EXPECT_EQ(alone.status, 0) << alone.err;
+  EXPECT_THAT(alone.out, HasSubstr("ok, host config (backends gvisor; "));
+
+  std::string typo =
+      dir.Write("typo.policy", "# comment first\nhost {\n  service { max_conections = 3 }\n}\n");
+  CliRun bad = Safex({"check", typo});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, HasSubstr("E020"));
+  EXPECT_THAT(bad.err, HasSubstr("max_connections"));  // the did-you-mean
+  std::string nobody_known =
+      dir.Write("users.policy",
+                "host {\n  service {\n    allow \"*\" { users = [\"no-such-user-sx\"] }\n  }\n}\n");
+  CliRun unknown = Safex({"check", nobody_known});
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("no user named 'no-such-user-sx'"));
 }
 
 TEST(PolicyCliTest, HostConfigCeilingsApply) {

@@ -276,8 +276,18 @@ TEST_F(MicrovmRunTest, FillingATmpfsCountsAgainstTheMemoryLimit) {
   auto r = RunPlan(p, Sh("echo start; for i in 1 2 3 4 5 6 7 8; do "
                          "head -c 12000000 /dev/zero > /big/x$i; done; echo survived"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->limit, LimitHit::kMemory) << r->limit_detail << " / " << r->stderr_stream.data;
+  // The contract: the tmpfs never holds more than the memory limit, and the run does not get
+  // through. Usually the guest's OOM killer ends it (memory-limit); sometimes (seen on this host,
+  // before and after the host-side fixes) the guest kernel thrashes at the limit, reclaiming and
+  // refaulting the program's own pages, until the CPU limit ends it. Both hold the contract.
   EXPECT_EQ(r->stdout_stream.data, "start\n");
+  EXPECT_TRUE(r->limit == LimitHit::kMemory || r->limit == LimitHit::kCpuTime)
+      << r->limit_detail << " / " << r->stderr_stream.data;
+  EXPECT_LE(r->peak_memory_bytes, (48ull << 20) + (1ull << 20));
+  if (r->limit == LimitHit::kCpuTime) {
+    EXPECT_GE(r->peak_memory_bytes, 40ull << 20) << "stopped by the CPU limit below the memory "
+                                                    "limit: the tmpfs was not what filled it";
+  }
 }
 
 TEST_F(MicrovmRunTest, ProcessLimitMakesForkFail) {
