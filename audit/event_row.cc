@@ -102,15 +102,6 @@ std::optional<int64_t> EventRow::integer(EventColumn c) const {
   return std::nullopt;
 }
 
-bool IsValidRunId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns) {
   SAFEX_RETURN_IF_ERROR(CheckRunId(r.run_id));

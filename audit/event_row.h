@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "audit/records.h"
+#include "common/run_id.h"
 #include "common/status.h"
 
 namespace safex::audit {
@@ -81,7 +82,7 @@ Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns);
 Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns);
 Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns);
 
-// Run ids: 1..128 characters of [A-Za-z0-9._:-].
-bool IsValidRunId(std::string_view id);
+// Run ids: the project's one rule (common/run_id.h).
+using ::safex::IsValidRunId;
 
 }  // namespace safex::audit

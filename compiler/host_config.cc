@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -72,7 +73,126 @@ void Ceilings(const Statement& s, Diags& d, plan::Ceilings& c) {
   }
 }
 
-void Backends(const Statement& s, Diags& d, plan::Ceilings& c) {
+// The settings of a block (`what` names it in messages): each statement is `key = value`, with a
+// key of `keys`, at most once; `fn` reads the value of each. Unknown and repeated keys are
+// errors (E020 with a did-you-mean, E025), as everywhere in the language.
+void ForEachSetting(const Statement& block, Diags& d, const std::string& what,
+                    const std::vector<std::string_view>& keys,
+                    const std::function<void(const std::string& key, const dsl::Value& v)>& fn) {
+  std::set<std::string> seen;
+  for (const Statement& x : block.block) {
+    std::string kw = Keyword(x, d);
+    if (kw.empty()) continue;
+    if (std::find(keys.begin(), keys.end(), kw) == keys.end()) {
+      std::string near = dsl::ClosestMatch(kw, keys);
+      d.Error("E020", x.head[0].span, "unknown " + what + " setting `" + kw + "`",
+              near.empty() ? "" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (!seen.insert(kw).second) {
+      d.Error("E025", x.head[0].span, "`" + kw + "` is set twice");
+      continue;
+    }
+    if (!ExpectAssignment(x, d, kw)) continue;
+    fn(kw, x.assigned);
+  }
+}
+
+std::optional<std::string> ReadAbsolutePath(const dsl::Value& v, Diags& d, const std::string& kw) {
+  auto text = ReadString(v, d, kw);
+  if (!text) return std::nullopt;
+  if (!plan::IsNormalAbsolutePath(*text) || *text == "/") {
+    d.Error("E092", v.span, "\"" + *text + "\" is not an absolute, normalised path below /");
+    return std::nullopt;
+  }
+  return text;
+}
+
+// `backends { gvisor { ... } microvm { ... } native { } }`: the backends offered, with settings.
+void BackendBlocks(const Statement& s, Diags& d, plan::Ceilings& c, plan::BackendSettings& b) {
+  std::set<plan::Backend> out;
+  for (const Statement& x : s.block) {
+    std::string kw = Keyword(x, d);
+    if (kw.empty()) continue;
+    auto backend = plan::BackendFromName(kw);
+    if (!backend) {
+      std::string near = dsl::ClosestMatch(kw, {"gvisor", "microvm", "native"});
+      d.Error("E020", x.head[0].span, "unknown backend `" + kw + "`",
+              near.empty() ? "" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (!out.insert(*backend).second) {
+      d.Error("E025", x.head[0].span, "backend `" + kw + "` is configured twice");
+      continue;
+    }
+    if (!ExpectBlock(x, d, kw)) continue;
+    if (*backend == plan::Backend::kGvisor) {
+      ForEachSetting(x, d, "gvisor", {"runsc"}, [&](const std::string& k, const dsl::Value& v) {
+        if (auto p = ReadAbsolutePath(v, d, k)) b.gvisor.runsc = *p;
+      });
+    } else if (*backend == plan::Backend::kMicrovm) {
+      plan::MicrovmBackendSettings& m = b.microvm;
+      ForEachSetting(
+          x, d, "microvm", {"qemu", "kernel", "initramfs", "state_root", "kvm", "tcg_for_untrusted"},
+          [&](const std::string& k, const dsl::Value& v) {
+            if (k == "kvm") {
+              auto mode = ReadChoice(v, d, "kvm", {"auto", "require", "never"});
+              if (mode) {
+                m.kvm = *mode == "auto"      ? plan::KvmMode::kAuto
+                        : *mode == "require" ? plan::KvmMode::kRequire
+                                             : plan::KvmMode::kNever;
+              }
+            } else if (k == "tcg_for_untrusted") {
+              if (auto on = ReadBool(v, d, k)) m.tcg_for_untrusted = *on;
+            } else if (auto p = ReadAbsolutePath(v, d, k)) {
+              (k == "qemu"        ? m.qemu
+               : k == "kernel"    ? m.kernel
+               : k == "initramfs" ? m.initramfs
+                                  : m.state_root) = *p;
+            }
+          });
+    } else {
+      ForEachSetting(x, d, "native", {}, [](const std::string&, const dsl::Value&) {});
+    }
+  }
+  if (out.empty() && d.errors() == 0) {
+    d.Error("E023", s.block_span, "at least one backend must be configured");
+    return;
+  }
+  c.allowed_backends = out;
+}
+
+// `cgroups { parent = "safex"  memory = 16GiB  pids = 8192  cpus = 2 }`: the delegated cgroup.
+void Cgroups(const Statement& s, Diags& d, plan::CgroupSettings& c) {
+  if (!ExpectBlock(s, d, "cgroups")) return;
+  ForEachSetting(s, d, "cgroups", {"parent", "memory", "pids", "cpus"},
+                 [&](const std::string& k, const dsl::Value& v) {
+                   if (k == "parent") {
+                     auto text = ReadString(v, d, k);
+                     if (!text) return;
+                     // Relative, normalised, below each hierarchy's root: "safex", "a/b".
+                     if (text->empty() || (*text)[0] == '/' ||
+                         !plan::IsNormalAbsolutePath("/" + *text)) {
+                       d.Error("E092", v.span,
+                               "cgroup parent \"" + *text +
+                                   "\" must be a relative, normalised path such as \"safex\"");
+                       return;
+                     }
+                     c.parent = *text;
+                   } else if (k == "memory") {
+                     if (auto n = ReadSize(v, d, k)) c.memory_bytes = *n;
+                   } else if (auto n = ReadInteger(v, d, k, 1, k == "cpus" ? 4096 : (1u << 22))) {
+                     if (k == "pids") {
+                       c.pids = *n;
+                     } else {
+                       c.cpus = static_cast<uint32_t>(*n);
+                     }
+                   }
+                 });
+}
+
+void Backends(const Statement& s, Diags& d, plan::Ceilings& c, plan::BackendSettings& b) {
+  if (s.has_block) return BackendBlocks(s, d, c, b);
   if (!ExpectAssignment(s, d, "backends")) return;
   const auto* items = ReadList(s.assigned, d, "backends");
   if (!items) return;
@@ -426,7 +546,11 @@ using Section = std::function<void(const Statement&, Diags&, HostConfig&)>;
 const std::map<std::string, Section>& Sections() {
   static const std::map<std::string, Section> kSections = {
       {"ceilings", [](const Statement& s, Diags& d, HostConfig& h) { Ceilings(s, d, h.ceilings); }},
-      {"backends", [](const Statement& s, Diags& d, HostConfig& h) { Backends(s, d, h.ceilings); }},
+      {"backends",
+       [](const Statement& s, Diags& d, HostConfig& h) {
+         Backends(s, d, h.ceilings, h.backends);
+       }},
+      {"cgroups", [](const Statement& s, Diags& d, HostConfig& h) { Cgroups(s, d, h.cgroups); }},
       {"allow_egress_ranges",
        [](const Statement& s, Diags& d, HostConfig& h) { EgressRanges(s, d, h.ceilings); }},
       {"forbid_mounts",

@@ -7,7 +7,16 @@
 //       wall_time = 1h  cpu_time = 1h  memory = 8GiB  pids = 4096
 //       open_files = 65536  output = 1GiB  disk = 16GiB  cpus = 64
 //     }
-//     backends = [gvisor, microvm]     # add `native` to let trusted policies use it
+//     backends = [gvisor, microvm]     # add `native` to let trusted policies use it; or, with
+//                                      # settings (a block per backend offered, all optional):
+//     backends {
+//       gvisor  { runsc = "/usr/local/bin/runsc" }
+//       microvm { qemu = "/usr/bin/qemu-system-x86_64"  kernel = "..."  initramfs = "..."
+//                 state_root = "/var/lib/safex/microvm"  kvm = auto   # auto | require | never
+//                 tcg_for_untrusted = false }  # TCG is no boundary: true only on test hosts
+//       native  { }
+//     }
+//     cgroups { parent = "safex"  memory = 16GiB  pids = 8192  cpus = 2 }   # all sandboxes together
 //     allow_egress_ranges = ["10.20.0.0/16"]   # private/CGNAT ranges policies may reach
 //     forbid_mounts = ["/srv/secrets"]         # host paths no policy may bind
 //   }
@@ -24,6 +33,7 @@
 
 #include "common/status.h"
 #include "dsl/diagnostics.h"
+#include "plan/backend_settings.h"
 #include "plan/ceilings.h"
 
 namespace safex::compiler {
@@ -116,7 +126,9 @@ struct ServiceSettings {
 };
 
 struct HostConfig {
-  plan::Ceilings ceilings = plan::DefaultCeilings();
+  plan::Ceilings ceilings = plan::DefaultCeilings();  // allowed_backends: the backends offered
+  plan::BackendSettings backends;
+  plan::CgroupSettings cgroups;
   NetworkSettings network;
   ServiceSettings service;
 };

@@ -99,9 +99,20 @@ class Driver {
   // cgroups, mounts, namespaces, state, temp dirs) whatever happens.
   // REQUIRES: plan has been verified (plan::Verify) by the caller.
   // Returns non-ok only when nothing ran (setup error / refusal); a program that crashed, timed out
-  // or hit a limit is a RunResult.
+  // or hit a limit is a RunResult. An error's message says the cause in safex's words on its
+  // first line; the backend's own text (runsc's error chain, QEMU's) may follow a newline: the
+  // supervisor shows the caller the first line and keeps the rest for the audit record.
   // Thread-safety: concurrent Run calls on one Driver are allowed.
   virtual Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) = 0;
+
+  // Crash recovery: removes what runs of owners that died left behind (sandbox processes,
+  // cgroups, mounts, state directories), and leaves runs whose owner lock is held alone.
+  // Unavailable when the backend cannot work on this host at all (then no run of it can have
+  // left anything). `cleaned` gets how many runs' leftovers were removed.
+  virtual Status CleanupStale(int* cleaned) = 0;
+  // The same for one run whose owner is known to be dead (a durable run record whose lock was
+  // free): taken even without an owner lock of its own. `cleaned`: something was removed.
+  virtual Status CleanupStaleRun(const std::string& run_id, bool* cleaned) = 0;
 };
 
 }  // namespace safex::drivers

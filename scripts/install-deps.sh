@@ -19,7 +19,6 @@ BUILD_PKGS=(
   tao-pegtl-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3
   libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev libre2-dev libcap-dev
-  libcpp-httplib-dev
   clang libclang-rt-14-dev
 )
 RUN_PKGS=(

@@ -16,6 +16,7 @@
 #include "compiler/host_config.h"
 #include "supervisor/cli.h"
 #include "supervisor/interrupt_watcher.h"
+#include "supervisor/backends_config.h"
 #include "supervisor/network.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
@@ -38,7 +39,7 @@ struct RunFlags {
   std::string audit_db = audit::kDefaultDbPath;
   std::string audit_key = audit::kDefaultKeyPath;
   std::string state_root = "/run/safex";
-  std::string runsc = "/usr/local/bin/runsc";
+  std::string runsc;  // "" : the host config's backends { gvisor { runsc } }
   std::vector<std::string> argv;
 };
 
@@ -167,18 +168,20 @@ int DoRun(const RunFlags& f) {
   }
   auto host = compiler::LoadHostConfigFile(f.host_config);
   if (!host.ok()) return refuse("host config: " + host.status().message());
+  if (!f.runsc.empty()) host->backends.gvisor.runsc = f.runsc;
+  const drivers::BackendsConfig backends_config =
+      supervisor::BackendsConfigFrom(*host, f.state_root);
 
   // Runs of owners that died (a SIGKILLed `safex run`, a crash) are closed before this one
   // starts: their sandboxes removed, their audit rows ended as interrupted (supervisor/sweep.h).
   // What cannot be cleaned is said, and stays for the next sweep; this run goes ahead (it shares
   // nothing with them).
-  const drivers::net::NetworkConfig network = supervisor::NetworkConfigFrom(host->network);
   {
     supervisor::SweepOptions sweep;
     sweep.records_dir = supervisor::RecordsDirFor(f.audit_db);
     sweep.audit_db = f.audit_db;
-    sweep.runsc_path = f.runsc;
-    sweep.network = network;
+    sweep.backends = backends_config;
+    sweep.network = supervisor::NetworkConfigFrom(host->network);
     supervisor::SweepReport swept;
     Status st = supervisor::SweepDeadRuns(sweep, **log, &swept);
     if (!st.ok()) WriteAll(STDERR_FILENO, "safex: warning: " + st.message() + "\n");
@@ -190,13 +193,15 @@ int DoRun(const RunFlags& f) {
     return Report(refusal, f.json);
   }
 
+  if (Status st = drivers::Backends::ApplyCgroupLimits(host->cgroups); !st.ok()) {
+    return refuse(st.message());
+  }
+  std::unique_ptr<drivers::Backends> backends = drivers::Backends::Create(backends_config);
   supervisor::RunnerOptions options;
   options.state_root = f.state_root;
-  options.runsc_path = f.runsc;
-  options.ceilings = host->ceilings;
+  options.backends = backends.get();
   options.records_dir = supervisor::RecordsDirFor(f.audit_db);
   options.audit_db = f.audit_db;
-  options.network_provider = supervisor::MakeNetworkProvider(network, host->ceilings);
   supervisor::Runner runner(std::move(options));
   supervisor::RunReport report = runner.Execute(*prepared, std::move(spec), **log);
   return Report(report, f.json);
@@ -220,7 +225,8 @@ void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* progra
   run->add_option("--audit-db", flags->audit_db, "Audit log (SQLite)");
   run->add_option("--audit-key", flags->audit_key, "Checkpoint signing key");
   run->add_option("--state-root", flags->state_root, "Directory for per-run sandbox state");
-  run->add_option("--runsc", flags->runsc, "runsc binary");
+  run->add_option("--runsc", flags->runsc,
+                  "runsc binary (overrides the host config's backends { gvisor { runsc } })");
   run->footer(
       "The program and its arguments follow \"--\": safex run [OPTIONS] -- PROGRAM [ARGS...]");
   run->callback([flags, exit_code, program] {

@@ -25,7 +25,7 @@ struct ServeFlags {
   std::string audit_db;
   std::string audit_key;
   std::string policy_dir;
-  std::string runsc = "/usr/local/bin/runsc";
+  std::string runsc;  // "" : the host config's backends { gvisor { runsc } }
 };
 
 // systemd's readiness protocol (Type=notify) without libsystemd: one datagram to $NOTIFY_SOCKET.
@@ -67,7 +67,7 @@ int DoServe(const ServeFlags& f) {
   if (!f.audit_db.empty()) svc.audit_db = f.audit_db;
   if (!f.policy_dir.empty()) svc.policy_dir = f.policy_dir;
   cfg.audit_key = f.audit_key;
-  cfg.runsc_path = f.runsc;
+  if (!f.runsc.empty()) cfg.host.backends.gvisor.runsc = f.runsc;
 
   auto server = serve::Server::Start(std::move(cfg));
   if (!server.ok()) {
@@ -76,8 +76,7 @@ int DoServe(const ServeFlags& f) {
   }
   const serve::RecoveryReport& r = (*server)->recovery();
   serve::ServeLog("recovery: " + std::to_string(r.interrupted.size()) +
-                  " runs closed as interrupted, " + std::to_string(r.sandboxes_removed) +
-                  " sandboxes, " + std::to_string(r.microvm_runs_removed) + " microVM runs, " +
+                  " runs closed as interrupted, sandboxes removed: " + r.SandboxesText() + ", " +
                   std::to_string(r.networks_removed) + " networks, " +
                   std::to_string(r.input_dirs_removed) + " input dirs and " +
                   std::to_string(r.records_removed) + " run records removed");
@@ -100,7 +99,8 @@ void RegisterServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--audit-db", flags->audit_db, "Audit log (overrides the config)");
   cmd->add_option("--audit-key", flags->audit_key, "Checkpoint signing key");
   cmd->add_option("--policy-dir", flags->policy_dir, "Policy directory (overrides the config)");
-  cmd->add_option("--runsc", flags->runsc, "runsc binary");
+  cmd->add_option("--runsc", flags->runsc,
+                  "runsc binary (overrides the host config's backends { gvisor { runsc } })");
   cmd->callback([flags, exit_code] { *exit_code = DoServe(*flags); });
 }
 

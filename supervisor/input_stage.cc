@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/fs_tree.h"
 #include "common/unique_fd.h"
 
 namespace safex::supervisor {
@@ -108,16 +109,6 @@ struct Copier {
   }
 };
 
-void RemoveTree(const std::string& path) {
-  std::error_code ec;
-  // Directories were made read-only; make them writable again so they can be emptied.
-  for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec) && !it->is_symlink(ec)) chmod(it->path().c_str(), 0700);
-  }
-  chmod(path.c_str(), 0700);
-  std::filesystem::remove_all(path, ec);
-}
 
 }  // namespace
 
@@ -144,7 +135,7 @@ StagedInput::StagedInput(StagedInput&& o) noexcept
 
 StagedInput& StagedInput::operator=(StagedInput&& o) noexcept {
   if (this != &o) {
-    if (!path_.empty()) RemoveTree(path_);
+    if (!path_.empty()) RemoveTree(path_).ok();  // best effort: a leftover is swept by run id
     path_ = std::exchange(o.path_, std::string());
     bytes_ = o.bytes_;
     files_ = o.files_;
@@ -153,7 +144,7 @@ StagedInput& StagedInput::operator=(StagedInput&& o) noexcept {
 }
 
 StagedInput::~StagedInput() {
-  if (!path_.empty()) RemoveTree(path_);
+  if (!path_.empty()) RemoveTree(path_).ok();
 }
 
 }  // namespace safex::supervisor

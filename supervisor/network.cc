@@ -6,25 +6,6 @@
 #include "drivers/net/run_network.h"
 
 namespace safex::supervisor {
-namespace {
-
-class RunNetworkAdapter : public drivers::RunNetworkHandle {
- public:
-  explicit RunNetworkAdapter(drivers::net::RunNetwork n) : n_(std::move(n)) {}
-  int netns_fd() const override { return n_.netns_fd(); }
-  std::string hosts_file() const override { return n_.hosts_file(); }
-  std::optional<SandboxLink> sandbox_link() const override {
-    const drivers::net::SandboxLink& l = n_.sandbox_link();
-    return SandboxLink{l.ifname, l.address, l.gateway, l.prefix};
-  }
-  uint64_t DeniedEgress() override { return n_.DeniedCount(); }
-  Status Teardown() override { return n_.Teardown(); }
-
- private:
-  drivers::net::RunNetwork n_;
-};
-
-}  // namespace
 
 drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings) {
   drivers::net::NetworkConfig c;
@@ -35,13 +16,13 @@ drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& s
   return c;
 }
 
-drivers::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
+drivers::net::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
                                              plan::Ceilings ceilings,
                                              drivers::net::Resolver resolver) {
   return
       [config = std::move(config), ceilings = std::move(ceilings), resolver = std::move(resolver)](
           const plan::Plan& plan,
-          const std::string& run_id) -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+          const std::string& run_id) -> Result<std::unique_ptr<drivers::net::RunNetwork>> {
         SAFEX_RETURN_IF_ERROR(drivers::net::ValidateNetworkConfig(config));
         // Names are resolved now, when the run starts, and every answer judged; the sandbox gets
         // the answers through its own /etc/hosts and can reach no DNS server.
@@ -49,8 +30,7 @@ drivers::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
         if (!resolved.ok()) return resolved.status().With("egress refused");
         auto net = drivers::net::RunNetwork::Create(config, run_id, *resolved);
         if (!net.ok()) return net.status().With("run network");
-        return std::unique_ptr<drivers::RunNetworkHandle>(
-            std::make_unique<RunNetworkAdapter>(std::move(net).value()));
+        return std::make_unique<drivers::net::RunNetwork>(std::move(net).value());
       };
 }
 

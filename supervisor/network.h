@@ -4,8 +4,8 @@
 #pragma once
 
 #include "compiler/host_config.h"
-#include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/net/network_config.h"
+#include "drivers/net/network_provider.h"
 #include "drivers/net/resolve.h"
 #include "plan/ceilings.h"
 
@@ -17,7 +17,7 @@ namespace safex::supervisor {
 drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& settings);
 
 // A provider that resolves with `resolver` (the system's by default) when each run starts.
-drivers::NetworkProvider MakeNetworkProvider(
+drivers::net::NetworkProvider MakeNetworkProvider(
     drivers::net::NetworkConfig config, plan::Ceilings ceilings,
     drivers::net::Resolver resolver = drivers::net::SystemResolver());
 

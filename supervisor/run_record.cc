@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/run_id.h"
 #include "common/strict_json.h"
 
 namespace safex::supervisor {
@@ -20,12 +21,6 @@ namespace {
 constexpr char kSuffix[] = ".run";
 constexpr size_t kMaxRecordBytes = 64 * 1024;
 
-bool ValidRecordRunId(const std::string& id) {
-  if (id.empty() || id.size() > 128) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
 
 Status WriteAllFd(int fd, const std::string& data, const std::string& path) {
   size_t off = 0;
@@ -88,7 +83,7 @@ RunRecord& RunRecord::operator=(RunRecord&& o) noexcept {
 RunRecord::~RunRecord() { Remove().ok(); }
 
 Result<RunRecord> RunRecord::Create(const std::string& dir, const RunRecordInfo& info) {
-  if (!ValidRecordRunId(info.run_id)) {
+  if (!IsValidRunId(info.run_id)) {
     return Status::InvalidArgument("run record: bad run id '" + info.run_id + "'");
   }
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::Errno("mkdir", dir, errno);
@@ -165,7 +160,7 @@ Result<RunRecordInfo> ParseRunRecord(const std::string& text) {
   str("input_dir", &info.input_dir);
   num("pid", &info.pid);
   num("start_ns", &info.start_ns);
-  if (!ValidRecordRunId(info.run_id)) return Status::InvalidArgument("run record: bad run id");
+  if (!IsValidRunId(info.run_id)) return Status::InvalidArgument("run record: bad run id");
   return info;
 }
 
@@ -192,7 +187,7 @@ Result<std::vector<StaleRecord>> TakeStaleRecords(const std::string& dir) {
     }
     if (!name.ends_with(kSuffix)) continue;
     std::string run_id = name.substr(0, name.size() - std::strlen(kSuffix));
-    if (!ValidRecordRunId(run_id)) continue;
+    if (!IsValidRunId(run_id)) continue;
     UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) continue;                                      // gone meanwhile: its run ended
     if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live owner holds it

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "drivers/backends.h"
 #include "drivers/driver.h"
-#include "drivers/gvisor/gvisor_driver.h"
 #include "plan/ceilings.h"
 #include "plan/plan.h"
 #include "supervisor/output/output_files.h"
@@ -33,13 +33,11 @@
 namespace safex::supervisor {
 
 struct RunnerOptions {
-  std::string state_root = "/run/safex";  // per-run private dirs, runsc state
-  std::string runsc_path = "/usr/local/bin/runsc";
-  std::string cgroup_parent = "safex";
-  plan::Ceilings ceilings = plan::DefaultCeilings();
-  // Builds the network of runs whose plan grants egress (supervisor/network.h). Empty: such runs
-  // are refused.
-  drivers::NetworkProvider network_provider;
+  // Where input is staged (<state_root>/private, private_dir.h); the gVisor driver of `backends`
+  // keeps its per-run state here too.
+  std::string state_root = "/run/safex";
+  // The host's isolation backends (drivers/backends.h). REQUIRED; must outlive the Runner.
+  drivers::Backends* backends = nullptr;
   // Where each run's durable owner record is kept (supervisor/run_record.h), normally
   // RecordsDirFor(audit db). Empty: no records (in-memory logs, unit tests).
   std::string records_dir;
@@ -120,11 +118,7 @@ class Runner {
                               uint64_t max_argv_bytes = 0);
 
  private:
-  Result<drivers::Driver*> DriverFor(plan::Backend backend);
-
   RunnerOptions options_;
-  std::mutex mu_;
-  std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers_;  // guarded by mu_
 };
 
 // Where Execute snapshots a run's input: <state_root>/private/input-<run id> (private_dir.h).

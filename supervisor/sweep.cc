@@ -2,13 +2,11 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 
-#include "drivers/gvisor/gvisor_driver.h"
-#include "drivers/microvm/microvm_driver.h"
+#include "common/fs_tree.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
@@ -30,9 +28,7 @@ bool IsAbsoluteClean(const std::string& p) {
 Status RemoveIfPresent(const std::string& path, int* removed) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return Status::Ok();
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) return Status::Internal("removing " + path + ": " + ec.message());
+  SAFEX_RETURN_IF_ERROR(RemoveTree(path));
   if (removed != nullptr) ++*removed;
   return Status::Ok();
 }
@@ -55,32 +51,18 @@ Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepRep
     if (!runs.ok()) return runs.status().With("sweep: reading unfinished runs");
     unfinished.insert(runs->begin(), runs->end());
   }
-  // One gVisor driver per state root the records name (a record of the daemon and one of a CLI
-  // with --state-root name different roots); never probed when no record needs it.
-  std::map<std::string, std::unique_ptr<drivers::GvisorDriver>> gvisor;
-  auto gvisor_for = [&](const std::string& root) -> drivers::GvisorDriver* {
-    auto& d = gvisor[root];
-    if (!d) {
-      drivers::GvisorOptions g;
-      g.runsc_path = options.runsc_path;
-      g.state_root = root;
-      g.cgroup_parent = options.cgroup_parent;
-      d = std::make_unique<drivers::GvisorDriver>(g);
-      if (Status probe = d->Probe(); !probe.ok()) {
-        // No working runsc: no gVisor sandbox can exist or be started.
-        report->warnings.push_back("gVisor leftovers under " + root +
-                                   " not checked: " + probe.message());
-        d.reset();
-        gvisor.erase(root);
-        return nullptr;
-      }
+  // The backends once per state root the records name (a record of the daemon and one of a CLI
+  // with --state-root name different roots); nothing is probed unless a record needs it.
+  std::map<std::string, std::unique_ptr<drivers::Backends>> backends;
+  auto backends_for = [&](const std::string& root) -> drivers::Backends& {
+    auto& b = backends[root];
+    if (!b) {
+      drivers::BackendsConfig config = options.backends;
+      config.state_root = root;
+      b = drivers::Backends::Create(config);
     }
-    return d.get();
+    return *b;
   };
-  drivers::MicrovmOptions m;
-  m.state_root = options.microvm_state_root;
-  m.cgroup_parent = options.cgroup_parent;
-  drivers::MicrovmDriver microvm(m);  // never probed: cleanup needs no QEMU
 
   const std::string our_db = Basename(options.audit_db);
   bool networks_swept = false;
@@ -90,18 +72,15 @@ Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepRep
       continue;  // another log in the same directory: its own writers sweep it
     }
     const size_t errors_before = errors.size();
-    // 1. The sandbox, by run id, under the root the record names.
-    if (r.readable && IsAbsoluteClean(info.state_root) && options.gvisor) {
-      if (drivers::GvisorDriver* g = gvisor_for(info.state_root)) {
-        bool removed = false;
-        note("gVisor run " + info.run_id, g->CleanupStaleRun(info.run_id, &removed));
-        if (removed) ++report->sandboxes_removed;
-      }
-    }
-    if (options.microvm) {
-      bool removed = false;
-      note("microVM run " + info.run_id, microvm.CleanupStaleRun(info.run_id, &removed));
-      if (removed) ++report->microvm_runs_removed;
+    // 1. The sandbox, by run id, under the root the record names (or the configured one).
+    {
+      const std::string root = r.readable && IsAbsoluteClean(info.state_root)
+                                   ? info.state_root
+                                   : options.backends.state_root;
+      drivers::Backends::Cleanup cleanup;
+      note("sandbox of " + info.run_id, backends_for(root).CleanupStaleRun(info.run_id, &cleanup));
+      for (const auto& [name, n] : cleanup.removed) report->sandboxes_removed[name] += n;
+      for (std::string& w : cleanup.warnings) report->warnings.push_back(std::move(w));
     }
     // 2. Networks of dead owners (their address slots are unlocked).
     if (!networks_swept) {

@@ -3,9 +3,8 @@
 // audit log, and by `safex serve`'s crash recovery (serve/recovery.h).
 //
 // For each record in <records_dir> whose lock can be taken (its owner is gone), in this order:
-//   1. the sandbox it may have left, by run id, under the state root the record names: the gVisor
-//      run directory (runsc container, cgroup, mounts; GvisorDriver::CleanupStaleRun) and the
-//      microVM run (VMM cgroup, run directory; MicrovmDriver::CleanupStaleRun);
+//   1. the sandbox it may have left, by run id, under the state root the record names: every
+//      backend's Driver::CleanupStaleRun (drivers/backends.h: processes, cgroups, mounts, state);
 //   2. the run networks of dead owners (drivers::net::CleanupStale; only when there is a stale
 //      record, since it scans every address slot);
 //   3. the input snapshot and request files named by the run id (supervisor/private_dir.h);
@@ -16,11 +15,13 @@
 // its lock first. Cheap when nothing is stale: one directory listing.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "audit/audit_log.h"
 #include "common/status.h"
+#include "drivers/backends.h"
 #include "drivers/net/network_config.h"
 
 namespace safex::supervisor {
@@ -28,11 +29,8 @@ namespace safex::supervisor {
 struct SweepOptions {
   std::string records_dir;  // RecordsDirFor(audit_db); "" : nothing to sweep
   std::string audit_db;     // records naming another log in the same directory are skipped
-  std::string runsc_path = "/usr/local/bin/runsc";
-  std::string cgroup_parent = "safex";
-  bool gvisor = true;   // clean gVisor leftovers (needs a working runsc)
-  bool microvm = true;  // clean microVM leftovers (needs only cgroups)
-  std::string microvm_state_root = "/var/lib/safex/microvm";
+  // The host's backends as configured; each record's own state root replaces state_root.
+  drivers::BackendsConfig backends;
   drivers::net::NetworkConfig network;
   // A directory of per-run request files that only the daemon makes (serve's request inputs);
   // "" : none.
@@ -41,8 +39,7 @@ struct SweepOptions {
 
 struct SweepReport {
   int records_removed = 0;
-  int sandboxes_removed = 0;
-  int microvm_runs_removed = 0;
+  std::map<std::string, int> sandboxes_removed;  // by backend name
   int networks_removed = 0;
   int input_dirs_removed = 0;
   std::vector<std::string> interrupted;  // run ids closed with an interrupted event

@@ -24,7 +24,7 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
                        const std::string& name) {
   dir = "/run/safex-bench-" + std::to_string(getpid()) + "-" + name;
   bundle = dir + "/bundle";
-  gvisor::RemoveTree(dir).ok();
+  safex::RemoveTree(dir).ok();
   for (const std::string& d : {dir, bundle, bundle + "/rootfs", dir + "/state"}) {
     if (mkdir(d.c_str(), 0700) != 0) return Status::Errno("mkdir", d, errno);
   }
@@ -42,7 +42,7 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
 }
 
 RawBundle::~RawBundle() {
-  if (!dir.empty()) gvisor::RemoveTree(dir).ok();
+  if (!dir.empty()) safex::RemoveTree(dir).ok();
   if (cgroups_path.empty()) return;
   rmdir(("/sys/fs/cgroup" + cgroups_path).c_str());  // v2
   std::error_code ec;

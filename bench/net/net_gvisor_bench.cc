@@ -21,17 +21,6 @@ namespace {
 using namespace safex;
 using Clock = std::chrono::steady_clock;
 
-class NetHandle : public drivers::RunNetworkHandle {
- public:
-  explicit NetHandle(drivers::net::RunNetwork n) : n_(std::move(n)) {}
-  int netns_fd() const override { return n_.netns_fd(); }
-  std::string hosts_file() const override { return n_.hosts_file(); }
-  uint64_t DeniedEgress() override { return n_.DeniedCount(); }
-  Status Teardown() override { return n_.Teardown(); }
-
- private:
-  drivers::net::RunNetwork n_;
-};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -62,12 +51,12 @@ int main(int argc, char** argv) {
   drivers::GvisorOptions options;
   options.network_provider =
       [cfg](const plan::Plan& p,
-            const std::string& run_id) -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+            const std::string& run_id) -> Result<std::unique_ptr<drivers::net::RunNetwork>> {
     SAFEX_ASSIGN_OR_RETURN(auto resolved,
                            drivers::net::ResolveEgress(p.network.egress, plan::Ceilings{},
                                                        drivers::net::SystemResolver()));
     SAFEX_ASSIGN_OR_RETURN(auto n, drivers::net::RunNetwork::Create(cfg, run_id, resolved));
-    return std::unique_ptr<drivers::RunNetworkHandle>(new NetHandle(std::move(n)));
+    return std::make_unique<drivers::net::RunNetwork>(std::move(n));
   };
   drivers::GvisorDriver driver(std::move(options));
   int rc = 0;

@@ -255,26 +255,9 @@ Result<RunCgroup> CgroupHost::CreateRun(const std::string& parent, const std::st
     rc.dirs_.push_back(dir);
     return Status::Ok();
   };
-  auto write = [&](const std::string& dir, const char* file, const std::string& value) -> Status {
-    if (int err = fs_->WriteFile(dir + "/" + file, value); err != 0) {
-      return FsError("write " + value, dir + "/" + file, err);
-    }
-    return Status::Ok();
-  };
-
   if (version_ == Version::kV2) {
     SAFEX_RETURN_IF_ERROR(make(root_ + rc.rel_));
-    const std::string& dir = rc.dirs_.back();
-    if (limits.memory_bytes > 0) {
-      SAFEX_RETURN_IF_ERROR(write(dir, "memory.max", std::to_string(limits.memory_bytes)));
-      // Swapping would let a run hold more than its limit at the host's expense.
-      if (fs_->Exists(dir + "/memory.swap.max")) SAFEX_RETURN_IF_ERROR(write(dir, "memory.swap.max", "0"));
-    }
-    if (limits.pids_max > 0) SAFEX_RETURN_IF_ERROR(write(dir, "pids.max", std::to_string(limits.pids_max)));
-    if (limits.cpus > 0) {
-      SAFEX_RETURN_IF_ERROR(write(dir, "cpu.max", std::to_string(limits.cpus * kCpuPeriodUs) + " " +
-                                                      std::to_string(kCpuPeriodUs)));
-    }
+    SAFEX_RETURN_IF_ERROR(WriteV2Limits(rc.dirs_.back(), limits));
     return rc;
   }
 
@@ -289,26 +272,62 @@ Result<RunCgroup> CgroupHost::CreateRun(const std::string& parent, const std::st
           return FsError("read", h.dir + "/" + parent + "/" + f, err);
         }
         std::vector<std::string> w = Words(from_parent);
-        if (!w.empty()) SAFEX_RETURN_IF_ERROR(write(dir, f, w[0]));
+        if (!w.empty()) SAFEX_RETURN_IF_ERROR(Write(dir, f, w[0]));
       }
     }
-    if (Contains(h.controllers, "memory") && limits.memory_bytes > 0) {
-      SAFEX_RETURN_IF_ERROR(write(dir, "memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
-      // memsw (memory + swap) exists only with swap accounting; it must be >= the memory limit.
-      if (fs_->Exists(dir + "/memory.memsw.limit_in_bytes")) {
-        SAFEX_RETURN_IF_ERROR(
-            write(dir, "memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes)));
-      }
-    }
-    if (Contains(h.controllers, "pids") && limits.pids_max > 0) {
-      SAFEX_RETURN_IF_ERROR(write(dir, "pids.max", std::to_string(limits.pids_max)));
-    }
-    if (Contains(h.controllers, "cpu") && limits.cpus > 0) {
-      SAFEX_RETURN_IF_ERROR(write(dir, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
-      SAFEX_RETURN_IF_ERROR(write(dir, "cpu.cfs_quota_us", std::to_string(limits.cpus * kCpuPeriodUs)));
-    }
+    SAFEX_RETURN_IF_ERROR(WriteV1Limits(h.controllers, dir, limits));
   }
   return rc;
+}
+
+Status CgroupHost::LimitParent(const std::string& parent, const Limits& limits) const {
+  SAFEX_RETURN_IF_ERROR(EnsureParent(parent));
+  if (version_ == Version::kV2) return WriteV2Limits(root_ + "/" + parent, limits);
+  for (const V1Hierarchy& h : v1_) {
+    SAFEX_RETURN_IF_ERROR(WriteV1Limits(h.controllers, h.dir + "/" + parent, limits));
+  }
+  return Status::Ok();
+}
+
+Status CgroupHost::Write(const std::string& dir, const char* file, const std::string& value) const {
+  if (int err = fs_->WriteFile(dir + "/" + file, value); err != 0) {
+    return FsError("write " + value, dir + "/" + file, err);
+  }
+  return Status::Ok();
+}
+
+Status CgroupHost::WriteV2Limits(const std::string& dir, const Limits& limits) const {
+  if (limits.memory_bytes > 0) {
+    SAFEX_RETURN_IF_ERROR(Write(dir, "memory.max", std::to_string(limits.memory_bytes)));
+    // Swapping would let a run hold more than its limit at the host's expense.
+    if (fs_->Exists(dir + "/memory.swap.max")) SAFEX_RETURN_IF_ERROR(Write(dir, "memory.swap.max", "0"));
+  }
+  if (limits.pids_max > 0) SAFEX_RETURN_IF_ERROR(Write(dir, "pids.max", std::to_string(limits.pids_max)));
+  if (limits.cpus > 0) {
+    SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.max", std::to_string(limits.cpus * kCpuPeriodUs) + " " +
+                                                    std::to_string(kCpuPeriodUs)));
+  }
+  return Status::Ok();
+}
+
+Status CgroupHost::WriteV1Limits(const std::vector<std::string>& controllers,
+                                 const std::string& dir, const Limits& limits) const {
+  if (Contains(controllers, "memory") && limits.memory_bytes > 0) {
+    SAFEX_RETURN_IF_ERROR(Write(dir, "memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
+    // memsw (memory + swap) exists only with swap accounting; it must be >= the memory limit.
+    if (fs_->Exists(dir + "/memory.memsw.limit_in_bytes")) {
+      SAFEX_RETURN_IF_ERROR(
+          Write(dir, "memory.memsw.limit_in_bytes", std::to_string(limits.memory_bytes)));
+    }
+  }
+  if (Contains(controllers, "pids") && limits.pids_max > 0) {
+    SAFEX_RETURN_IF_ERROR(Write(dir, "pids.max", std::to_string(limits.pids_max)));
+  }
+  if (Contains(controllers, "cpu") && limits.cpus > 0) {
+    SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
+    SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.cfs_quota_us", std::to_string(limits.cpus * kCpuPeriodUs)));
+  }
+  return Status::Ok();
 }
 
 Result<RunCgroup> CgroupHost::Adopt(const std::string& parent, const std::string& name) const {

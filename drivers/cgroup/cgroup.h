@@ -64,6 +64,11 @@ class CgroupHost {
   Result<RunCgroup> CreateRun(const std::string& parent, const std::string& name,
                               const Limits& limits) const;
 
+  // The delegated parent's own limits: all runs below it together (the operator's cap over every
+  // sandbox of the host; the host config's `cgroups { }`). Creates `parent` when missing; 0
+  // leaves a limit as it is.
+  Status LimitParent(const std::string& parent, const Limits& limits) const;
+
   // Crash recovery only: takes ownership of whatever exists of `parent/name` (left by a process
   // that died) so that it can be destroyed. NotFound if nothing exists.
   Result<RunCgroup> Adopt(const std::string& parent, const std::string& name) const;
@@ -77,6 +82,10 @@ class CgroupHost {
   CgroupHost() = default;
   bool V1Has(const std::string& controller) const;
   Status EnsureParent(const std::string& parent) const;
+  Status Write(const std::string& dir, const char* file, const std::string& value) const;
+  Status WriteV2Limits(const std::string& dir, const Limits& limits) const;
+  Status WriteV1Limits(const std::vector<std::string>& controllers, const std::string& dir,
+                       const Limits& limits) const;
 
   Version version_ = Version::kV2;
   std::string root_;

@@ -27,38 +27,10 @@
 #include "common/status.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/driver.h"
+#include "drivers/net/network_provider.h"
 #include "plan/plan.h"
 
 namespace safex::drivers {
-
-// One run's network when the plan grants egress (built by drivers/net; the supervisor adapts
-// net::RunNetwork to this). Owned by the driver for the duration of the run.
-class RunNetworkHandle {
- public:
-  virtual ~RunNetworkHandle() = default;
-  // The run's network namespace: runsc is started inside it (setns before exec) with
-  // --network=host, so the sandbox sees exactly what that namespace routes.
-  virtual int netns_fd() const = 0;
-  // Contents for the sandbox's /etc/hosts ("" keeps the default: localhost only).
-  virtual std::string hosts_file() const { return ""; }
-  // The sandbox side of the run's link, for a sandbox that brings its own network stack (a
-  // microVM guest configures its own interface with it). Addresses in host byte order.
-  struct SandboxLink {
-    std::string ifname;  // the interface inside the run's namespace that carries the link
-    uint32_t address = 0;
-    uint32_t gateway = 0;
-    int prefix = 30;
-  };
-  virtual std::optional<SandboxLink> sandbox_link() const { return std::nullopt; }
-  // Packets dropped by the run's egress rules so far.
-  virtual uint64_t DeniedEgress() = 0;
-  // Removes the run's network. Called after every process of the run is gone.
-  virtual Status Teardown() = 0;
-};
-
-// Builds the network of one run. Called only for plans whose network.egress is non-empty.
-using NetworkProvider = std::function<Result<std::unique_ptr<RunNetworkHandle>>(
-    const plan::Plan& plan, const std::string& run_id)>;
 
 struct GvisorOptions {
   std::string runsc_path = "/usr/local/bin/runsc";
@@ -81,7 +53,7 @@ struct GvisorOptions {
   // Limit on runsc's own diagnostics kept in memory (its stderr).
   size_t diagnostics_cap = 16 * 1024;
   // Required for plans that grant egress; runs with egress are refused without it.
-  NetworkProvider network_provider;
+  net::NetworkProvider network_provider;
 };
 
 class GvisorDriver : public Driver {
@@ -107,12 +79,12 @@ class GvisorDriver : public Driver {
   // anything still in them), output mounts and the private directories. A run still owned by a
   // live process (it holds an flock on <run dir>/owner.lock for the whole run) is left alone.
   // `cleaned` gets the number of run directories removed.
-  Status CleanupStale(int* cleaned = nullptr);
+  Status CleanupStale(int* cleaned = nullptr) override;
   // The same for one run whose owner is known to be dead (a durable run record whose lock is
   // free): its directory is taken even without a lock file, and a cgroup left without a
   // directory is removed. A run whose owner.lock is held is still left alone. `cleaned`:
   // something was removed.
-  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr);
+  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr) override;
 
   // After a successful Probe: "0.0~20240729.0" and the cgroup version in use.
   std::string runsc_version() const;

@@ -18,68 +18,6 @@
 namespace safex::drivers::gvisor {
 namespace {
 
-// Empties the directory open as `dir_fd` (on device `dev`), depth first.
-Status EmptyDir(int dir_fd, dev_t dev, const std::string& shown, int depth) {
-  if (depth > 64) return Status::FailedPrecondition("remove: tree too deep at " + shown);
-  int dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return Status::Errno("dup", shown, errno);
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    int err = errno;
-    close(dup_fd);
-    return Status::Errno("fdopendir", shown, err);
-  }
-  std::vector<std::pair<std::string, bool>> entries;  // name, is_dir
-  Status st;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat s;
-    if (fstatat(dir_fd, name.c_str(), &s, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;
-      st = Status::Errno("fstatat", shown + "/" + name, errno);
-      break;
-    }
-    if (S_ISDIR(s.st_mode) && s.st_dev != dev) {
-      st = Status::FailedPrecondition("remove: " + shown + "/" + name +
-                                      " is still a mount point; not descending into it");
-      break;
-    }
-    entries.emplace_back(name, S_ISDIR(s.st_mode));
-  }
-  closedir(d);
-  SAFEX_RETURN_IF_ERROR(st);
-  for (const auto& [name, is_dir] : entries) {
-    std::string child = shown + "/" + name;
-    if (is_dir) {
-      UniqueFd sub(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!sub) return Status::Errno("openat", child, errno);
-      SAFEX_RETURN_IF_ERROR(EmptyDir(sub.get(), dev, child, depth + 1));
-      if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        return Status::Errno("rmdir", child, errno);
-      }
-    } else if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return Status::Errno("unlink", child, errno);
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Status RemoveTree(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return Status::Ok();
-    return Status::Errno("open", path, errno);
-  }
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Status::Errno("fstat", path, errno);
-  SAFEX_RETURN_IF_ERROR(EmptyDir(fd.get(), st.st_dev, path, 0));
-  fd.Reset();
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return Status::Errno("rmdir", path, errno);
-  return Status::Ok();
-}
 
 PrivateDir::~PrivateDir() { Remove().ok(); }
 

@@ -7,14 +7,10 @@
 #include <cstdint>
 #include <string>
 
+#include "common/fs_tree.h"
 #include "common/status.h"
 
 namespace safex::drivers::gvisor {
-
-// Removes a directory tree without following symlinks and without crossing into another
-// filesystem (a mount point below `path` is an error: something was left mounted). A missing
-// `path` is not an error.
-Status RemoveTree(const std::string& path);
 
 // A directory created fresh (mkdir 0700; an existing one is refused, never reused) and removed
 // with everything below it on destruction.

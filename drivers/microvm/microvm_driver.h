@@ -33,7 +33,7 @@
 
 #include "common/status.h"
 #include "drivers/driver.h"
-#include "drivers/gvisor/gvisor_driver.h"  // RunNetworkHandle, NetworkProvider (shared seam)
+#include "drivers/net/network_provider.h"
 #include "plan/plan.h"
 
 namespace safex::drivers {
@@ -64,6 +64,9 @@ struct MicrovmOptions {
   // The operator's KVM policy: auto (KVM when the probe says it works, TCG otherwise), require
   // (no usable KVM: every run refused), never (TCG always; no probe).
   plan::KvmMode kvm = plan::KvmMode::kAuto;
+  // TCG is not a security boundary: without usable KVM, plans for untrusted code are refused
+  // unless this is set (test hosts only; plan/backend_settings.h).
+  bool tcg_for_untrusted = false;
   std::chrono::milliseconds kvm_probe_timeout{5000};
   // From QEMU's start to the agent's kStarted (kernel boot + modules + mounts). TCG on a loaded
   // 2-core host can take well over 10 s.
@@ -96,7 +99,7 @@ struct MicrovmOptions {
   // Required for plans that grant egress (runs with egress are refused without it): the run's
   // network namespace (QEMU starts inside it), whose link the guest takes over through a tap
   // (guest_tap.h).
-  NetworkProvider network_provider;
+  net::NetworkProvider network_provider;
 };
 
 class MicrovmDriver : public Driver {
@@ -111,6 +114,10 @@ class MicrovmDriver : public Driver {
   // the host's boot). Unavailable with the reason otherwise, including kvm = require without KVM.
   Status Probe() override;
 
+  // Besides the common checks: without usable KVM (once probed), a plan for untrusted code is
+  // refused unless tcg_for_untrusted (TcgAdmits).
+  Status CheckRequest(const plan::Plan& plan, const RunRequest& request) const override;
+
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
 
   // Crash recovery (the daemon calls it at start; needs no Probe and no QEMU): removes what runs
@@ -123,12 +130,12 @@ class MicrovmDriver : public Driver {
   // (<state_root>/images/<key>.tmp.* and stage.*, when no builder holds <key>.lock). The output
   // tmpfs are detached mounts held only by the supervisor's fds: they died with it. `cleaned`
   // gets the number of run directories (or cgroups without one) removed.
-  Status CleanupStale(int* cleaned = nullptr);
+  Status CleanupStale(int* cleaned = nullptr) override;
   // The same for one run whose owner is known to be dead (a durable run record whose lock is
   // free): also removes the cgroup when the run directory is already gone. A run whose
   // owner.lock is held is still left alone; an id no run can have is nothing to clean.
   // `cleaned`: something was removed.
-  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr);
+  Status CleanupStaleRun(const std::string& run_id, bool* cleaned = nullptr) override;
 
   // After Probe: whether KVM is usable here and why (the probe's detail).
   std::optional<bool> kvm_usable() const;
@@ -137,6 +144,7 @@ class MicrovmDriver : public Driver {
  private:
   struct Ready;
   Result<const Ready*> EnsureReady();
+  Status TcgAdmits(const plan::Plan& plan, bool tcg, const std::string& kvm_detail) const;
 
   MicrovmOptions options_;
   mutable std::mutex mu_;

@@ -22,6 +22,7 @@
 #include <random>
 #include <utility>
 
+#include "common/fs_tree.h"
 #include "common/sha256.h"
 #include "drivers/microvm/guest_spec.h"
 
@@ -228,43 +229,6 @@ std::string RandomSuffix() {
   return std::to_string(getpid()) + "." + std::to_string(rd());
 }
 
-Status RemoveTreeAt(int dirfd, const std::string& path, int depth) {
-  if (depth > 300) return Status::Internal("tree too deep: " + path);
-  int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return Status::Errno("fcntl", path, errno);
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    close(dup_fd);
-    return Status::Errno("fdopendir", path, errno);
-  }
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  closedir(d);
-  struct stat self;
-  if (fstat(dirfd, &self) != 0) return Status::Errno("fstat", path, errno);
-  for (const std::string& n : names) {
-    struct stat st;
-    if (fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev != self.st_dev) return Status::FailedPrecondition("mount point in " + path);
-      int sub = openat(dirfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub < 0) return Status::Errno("openat", path + "/" + n, errno);
-      Status s = RemoveTreeAt(sub, path + "/" + n, depth + 1);
-      close(sub);
-      SAFEX_RETURN_IF_ERROR(s);
-      if (unlinkat(dirfd, n.c_str(), AT_REMOVEDIR) != 0) {
-        return Status::Errno("rmdir", path + "/" + n, errno);
-      }
-    } else if (unlinkat(dirfd, n.c_str(), 0) != 0) {
-      return Status::Errno("unlink", path + "/" + n, errno);
-    }
-  }
-  return Status::Ok();
-}
 
 // Removes least recently used images (mtime is the LRU clock) beyond `keep` images or `max_bytes`
 // in total, never one in `in_use`.
@@ -306,19 +270,6 @@ void Evict(const std::string& dir, size_t keep, uint64_t max_bytes,
 }
 
 }  // namespace
-
-Status RemoveTree(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::Ok();
-    return Status::Errno("open", path, errno);
-  }
-  Status s = RemoveTreeAt(fd, path, 0);
-  close(fd);
-  SAFEX_RETURN_IF_ERROR(s);
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return Status::Errno("rmdir", path, errno);
-  return Status::Ok();
-}
 
 Result<RootfsImages> ImageCache::Get(const std::vector<std::string>& sources) {
   RootfsImages out;

@@ -70,7 +70,4 @@ class ImageCache {
   Options o_;
 };
 
-// Removes a directory tree created by this process (no symlinks followed, no mount crossed).
-Status RemoveTree(const std::string& path);
-
 }  // namespace safex::microvm

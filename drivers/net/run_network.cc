@@ -120,12 +120,6 @@ Status RemoveRecordResources(const SlotRecord& r) {
 std::string SandboxLink::AddressString() const { return Ipv4ToString(address); }
 std::string SandboxLink::GatewayString() const { return Ipv4ToString(gateway); }
 
-bool IsValidRunId(const std::string& run_id) {
-  if (run_id.empty() || run_id.size() > 64) return false;
-  return std::all_of(run_id.begin(), run_id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
 std::string RunShortId(const std::string& run_id) { return Sha256Hex(run_id).substr(0, 12); }
 std::string HostVethName(const std::string& run_id) { return "sx" + RunShortId(run_id); }
 std::string UplinkTableName(const std::string& run_id) { return "safex_" + RunShortId(run_id); }

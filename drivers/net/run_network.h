@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_id.h"
 #include "common/status.h"
 #include "drivers/net/network_config.h"
 #include "drivers/net/resolve.h"
@@ -106,6 +107,6 @@ std::string RunShortId(const std::string& run_id);       // 12 hex chars of SHA-
 std::string HostVethName(const std::string& run_id);     // "sx" + short id (14 < IFNAMSIZ)
 std::string UplinkTableName(const std::string& run_id);  // "safex_" + short id
 std::string NetnsPinName(const std::string& run_id);     // "safex-" + run_id
-bool IsValidRunId(const std::string& run_id);
+using ::safex::IsValidRunId;  // common/run_id.h
 
 }  // namespace safex::drivers::net

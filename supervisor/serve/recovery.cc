@@ -3,10 +3,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include <filesystem>
 
-#include "drivers/gvisor/gvisor_driver.h"
-#include "drivers/microvm/microvm_driver.h"
+#include "common/fs_tree.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/private_dir.h"
 #include "supervisor/sweep.h"
@@ -18,9 +16,7 @@ namespace {
 Status RemoveIfPresent(const std::string& path, int* removed) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return Status::Ok();
-  std::error_code ec;
-  std::filesystem::remove_all(path, ec);
-  if (ec) return Status::Internal("removing " + path + ": " + ec.message());
+  SAFEX_RETURN_IF_ERROR(RemoveTree(path));
   if (removed != nullptr) ++*removed;
   return Status::Ok();
 }
@@ -31,7 +27,16 @@ std::string ServeInputsDir(const std::string& state_dir) {
   return supervisor::PrivateRootFor(state_dir) + "/requests";
 }
 
-Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& log) {
+std::string RecoveryReport::SandboxesText() const {
+  std::string text;
+  for (const auto& [backend, n] : sandboxes_removed) {
+    text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + backend;
+  }
+  return text.empty() ? "0" : text;
+}
+
+Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends& backends,
+                               audit::AuditLog& log) {
   RecoveryReport report;
   std::string errors;
   auto note = [&errors](const std::string& what, const Status& st) {
@@ -39,28 +44,11 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& 
     errors += (errors.empty() ? "" : "; ") + what + ": " + st.message();
   };
 
-  // 1. Sandboxes.
-  if (options.gvisor_allowed) {
-    drivers::GvisorOptions g;
-    g.runsc_path = options.runsc_path;
-    g.state_root = options.state_dir;
-    g.cgroup_parent = options.cgroup_parent;
-    drivers::GvisorDriver gvisor(g);
-    if (Status probe = gvisor.Probe(); !probe.ok()) {
-      // No working runsc: no gVisor sandbox can exist or be started (runs are refused).
-      report.warnings.push_back("gVisor leftovers not checked: " + probe.message());
-    } else {
-      note("sandboxes", gvisor.CleanupStale(&report.sandboxes_removed));
-    }
-  }
-
-  drivers::MicrovmOptions m;
-  m.state_root = options.microvm_state_root;
-  m.cgroup_parent = options.cgroup_parent;
-  drivers::MicrovmDriver microvm(m);  // never probed: cleanup needs no QEMU
-  if (options.microvm_allowed) {
-    note("microVM runs", microvm.CleanupStale(&report.microvm_runs_removed));
-  }
+  // 1. Sandboxes of every backend.
+  drivers::Backends::Cleanup cleanup;
+  note("sandboxes", backends.CleanupStale(&cleanup));
+  report.sandboxes_removed = cleanup.removed;
+  for (std::string& w : cleanup.warnings) report.warnings.push_back(std::move(w));
 
   // 2. Networks.
   if (Status v = drivers::net::ValidateNetworkConfig(options.network); v.ok()) {
@@ -73,18 +61,13 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& 
   supervisor::SweepOptions so;
   so.records_dir = options.records_dir;
   so.audit_db = options.audit_db;
-  so.runsc_path = options.runsc_path;
-  so.cgroup_parent = options.cgroup_parent;
-  so.gvisor = options.gvisor_allowed;
-  so.microvm = options.microvm_allowed;
-  so.microvm_state_root = options.microvm_state_root;
+  so.backends = options.backends;
   so.network = options.network;
   so.request_inputs_dir = ServeInputsDir(options.state_dir);
   supervisor::SweepReport swept;
   note("dead runs", supervisor::SweepDeadRuns(so, log, &swept));
   report.records_removed += swept.records_removed;
-  report.sandboxes_removed += swept.sandboxes_removed;
-  report.microvm_runs_removed += swept.microvm_runs_removed;
+  for (const auto& [backend, n] : swept.sandboxes_removed) report.sandboxes_removed[backend] += n;
   report.networks_removed += swept.networks_removed;
   report.input_dirs_removed += swept.input_dirs_removed;
   report.interrupted = swept.interrupted;

@@ -1,58 +1,54 @@
 // Crash recovery, run by `safex serve` at start while it holds the instance lock and before it
 // accepts any work:
-//   1. sandboxes of dead owners under the state dir: runsc containers, their cgroups (and any
-//      process still in them), output mounts and run directories (GvisorDriver::CleanupStale;
-//      a run whose owner lock is held by a live `safex run` is left alone);
-//      and microVM runs of dead owners: the VMM (QEMU, whatever is left in its cgroup), its
-//      cgroups and the run directories under the microVM state root (MicrovmDriver::CleanupStale;
-//      a run whose owner.lock is held by a live supervisor is left alone);
-//   2. run networks of dead owners: namespaces, veths, nftables tables, address slots
+//   1. every backend's leftovers of dead owners (drivers/backends.h, Driver::CleanupStale):
+//      sandboxes, VMMs, their cgroups, mounts and run directories; runs whose owner lock is held
+//      by a live `safex run` are left alone; a backend that cannot work here (no runsc) is a
+//      warning, since no run of it can have left anything;
+//   2. run networks of dead owners: namespaces, veths, nftables tables, address leases
 //      (drivers::net::CleanupStale; live ones are left alone);
-//   3. run records (supervisor/run_record.h) whose lock is free: the run's owner died. Each such
-//      run that the audit log shows started and never ended gets one `interrupted` event; the
-//      input directories named by the record and its microVM leftovers
-//      (MicrovmDriver::CleanupStaleRun) are removed, then the record;
-//   4. the daemon's own per-run input directories (<state dir>/serve.inputs/*): only a previous
+//   3. run records whose lock is free (supervisor/sweep.h, the sweep every `safex run` does too):
+//      each such run's sandbox by run id, its staged input, one `interrupted` event when the log
+//      shows it started and never ended, then the record;
+//   4. the daemon's own request directories (<state dir>/private/requests/*): only a previous
 //      daemon instance makes them, and it is gone (the caller holds the instance lock).
 // Runs that are unfinished in the log but have no record (no owner is known) are left as they are.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "audit/audit_log.h"
 #include "common/status.h"
+#include "drivers/backends.h"
 #include "drivers/net/network_config.h"
 
 namespace safex::serve {
 
 struct RecoveryOptions {
-  std::string state_dir;    // the runs' sandbox state root
-  std::string runsc_path = "/usr/local/bin/runsc";
-  std::string cgroup_parent = "safex";
-  bool gvisor_allowed = true;  // clean gVisor leftovers (needs a working runsc)
-  // microVM leftovers (needs neither QEMU nor the guest: only cgroups, when anything is left).
-  // The state root is MicrovmOptions' default, the one supervisor::Runner uses.
-  bool microvm_allowed = true;
-  std::string microvm_state_root = "/var/lib/safex/microvm";
+  std::string state_dir;       // the runs' sandbox state root (the service's state_dir)
+  drivers::BackendsConfig backends;  // as the service runs them (for the sweep of step 3)
   drivers::net::NetworkConfig network;
-  std::string records_dir;  // supervisor::RecordsDirFor(audit_db)
+  std::string records_dir;     // supervisor::RecordsDirFor(audit_db)
   std::string audit_db;
 };
 
 struct RecoveryReport {
-  int sandboxes_removed = 0;
-  int microvm_runs_removed = 0;
+  std::map<std::string, int> sandboxes_removed;  // by backend name
   int networks_removed = 0;
   int records_removed = 0;
   int input_dirs_removed = 0;
   std::vector<std::string> interrupted;  // run ids closed with an interrupted event
   std::vector<std::string> warnings;     // things skipped (e.g. runsc missing: nothing to clean)
+  // "S gvisor, M microvm" for the log line.
+  std::string SandboxesText() const;
 };
 
 // Errors: something a previous instance left could not be removed or recorded; the daemon must
 // not start over it.
-Result<RecoveryReport> Recover(const RecoveryOptions& options, audit::AuditLog& log);
+// `backends` are the service's own (its state_dir), the same the runs will use.
+Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends& backends,
+                               audit::AuditLog& log);
 
 // The directory under `state_dir` where the daemon writes request input files, one per run.
 std::string ServeInputsDir(const std::string& state_dir);

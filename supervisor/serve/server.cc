@@ -27,8 +27,11 @@
 #include <unordered_map>
 
 #include "audit/json_bytes.h"
+#include "common/fs_tree.h"
+#include "common/run_id.h"
 #include "audit/time_format.h"
 #include "drivers/net/run_network.h"
+#include "supervisor/backends_config.h"
 #include "supervisor/network.h"
 #include "supervisor/output/escape.h"
 #include "supervisor/private_dir.h"
@@ -139,15 +142,6 @@ json SummaryJson(const audit::RunSummary& r) {
   };
 }
 
-bool ValidRunIdText(std::string_view id) {
-  if (id.size() != 36) return false;
-  for (size_t i = 0; i < id.size(); ++i) {
-    char c = id[i];
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
 
 struct Conn {
   enum class State { kReading, kWaiting, kWriting };
@@ -191,6 +185,7 @@ struct Server::Impl {
   ServeConfig cfg;
   UniqueFd instance_lock;
   std::optional<AccessControl> access;
+  std::unique_ptr<drivers::Backends> backends;  // outlives runner (declared first)
   std::unique_ptr<supervisor::Runner> runner;
   std::unique_ptr<PolicyStore> policies;
   Metrics metrics;
@@ -590,9 +585,7 @@ struct Server::Impl {
   }
 
   static void RemoveDir(const std::string& dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    if (ec) ServeError("could not remove " + dir + ": " + ec.message());
+    if (Status st = RemoveTree(dir); !st.ok()) ServeError("could not remove " + dir + ": " + st.message());
   }
 
   // ---- The event loop.
@@ -992,7 +985,7 @@ struct Server::Impl {
   void GetRun(Conn& c, const std::string& run_id) {
     Wait(c);
     const uint64_t id = c.id;
-    if (!ValidRunIdText(run_id)) {
+    if (!IsValidRunId(run_id)) {
       metrics.Refused(RefusalReason::kBadRequest);
       return Complete(
           id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
@@ -1004,7 +997,9 @@ struct Server::Impl {
     bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
       auto d = log.GetRun(run_id);
       // Another user's run is "not found" for the caller: its existence is not theirs to learn.
-      if (!d.ok() || (caller.uid != 0 && d->run.requester.uid != caller.uid)) {
+      // An exact id only (the log also matches prefixes, which the API does not offer).
+      if (!d.ok() || d->run.run_id != run_id ||
+          (caller.uid != 0 && d->run.requester.uid != caller.uid)) {
         return Complete(
             id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
       }
@@ -1268,17 +1263,18 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
     s.check_log = std::move(checker).value();
   }
 
-  // 4. Crash recovery, before any work is accepted.
-  drivers::net::NetworkConfig net = supervisor::NetworkConfigFrom(s.cfg.host.network);
+  // 4. The host's backends (built once: runs and recovery use the same), then crash recovery,
+  //    before any work is accepted.
+  const drivers::BackendsConfig backends = supervisor::BackendsConfigFrom(s.cfg.host, svc.state_dir);
+  s.backends = drivers::Backends::Create(backends);
+  SAFEX_RETURN_IF_ERROR(drivers::Backends::ApplyCgroupLimits(s.cfg.host.cgroups));
   RecoveryOptions ro;
   ro.state_dir = svc.state_dir;
-  ro.runsc_path = s.cfg.runsc_path;
-  ro.cgroup_parent = s.cfg.cgroup_parent;
-  ro.gvisor_allowed = s.cfg.host.ceilings.allowed_backends.count(plan::Backend::kGvisor) > 0;
-  ro.network = net;
+  ro.backends = backends;
+  ro.network = supervisor::NetworkConfigFrom(s.cfg.host.network);
   ro.records_dir = supervisor::RecordsDirFor(svc.audit_db);
   ro.audit_db = svc.audit_db;
-  auto rec = Recover(ro, *s.side_log);
+  auto rec = Recover(ro, *s.backends, *s.side_log);
   if (!rec.ok()) return rec.status();
   s.recovery = std::move(rec).value();
   s.metrics.SetRecovered(s.recovery.interrupted.size());
@@ -1293,10 +1289,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   // 5. The shared run lifecycle (the same Runner `safex run` uses).
   supervisor::RunnerOptions options;
   options.state_root = svc.state_dir;
-  options.runsc_path = s.cfg.runsc_path;
-  options.cgroup_parent = s.cfg.cgroup_parent;
-  options.ceilings = s.cfg.host.ceilings;
-  options.network_provider = supervisor::MakeNetworkProvider(net, s.cfg.host.ceilings);
+  options.backends = s.backends.get();
   options.records_dir = supervisor::RecordsDirFor(svc.audit_db);
   options.audit_db = svc.audit_db;
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));

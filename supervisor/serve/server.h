@@ -33,10 +33,8 @@
 namespace safex::serve {
 
 struct ServeConfig {
-  compiler::HostConfig host;  // service settings after command-line overrides
-  std::string runsc_path = "/usr/local/bin/runsc";
+  compiler::HostConfig host;  // service and backend settings after command-line overrides
   std::string audit_key;      // checkpoint key (unused by the daemon itself; kept for symmetry)
-  std::string cgroup_parent = "safex";
 };
 
 class Server {

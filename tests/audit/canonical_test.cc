@@ -199,8 +199,8 @@ TEST(CanonicalTest, RowValidation) {
   r.run_id = "x";
   EXPECT_EQ(RowFromRefusal(r, 1).status().code(), Status::Code::kInvalidArgument);  // no reason
   EXPECT_FALSE(IsValidRunId(""));
-  EXPECT_FALSE(IsValidRunId(std::string(129, 'a')));
-  EXPECT_TRUE(IsValidRunId(std::string(128, 'a')));
+  EXPECT_FALSE(IsValidRunId(std::string(65, 'a')));
+  EXPECT_TRUE(IsValidRunId(std::string(64, 'a')));
   EXPECT_FALSE(IsValidRunId("a*"));
   EXPECT_FALSE(IsValidRunId("a\x1b[31m"));
 }

@@ -12,6 +12,7 @@
 
 #include "tests/containment/suite.h"
 #include "tests/support/other_user.h"
+#include "tests/support/test_host_config.h"
 
 namespace safex::containment {
 namespace {
@@ -1357,9 +1358,9 @@ Case S7() {
     if (env.suite->EgressUnavailable().empty()) {
       // The network layer broken: egress granted, but the uplink namespace is not there.
       std::string hc = env.dir + "/host-broken-net.policy";
-      WriteText(hc,
-                "host {\n  network {\n    pool = \"198.18.131.64/26\"\n    uplink = "
-                "\"/run/netns/sxcm-missing-uplink\"\n  }\n}\n");
+      WriteText(hc, std::string("host {\n") + testing::kTestBackends +
+                        "  network {\n    pool = \"198.18.131.64/26\"\n    uplink = "
+                        "\"/run/netns/sxcm-missing-uplink\"\n  }\n}\n");
       Invocation net = refused("network setup fails");
       net.policy_extra = Suite::GrantEgressStatements();
       net.flags = {"--host-config", hc};

@@ -25,6 +25,7 @@
 #include "common/sha256.h"
 #include "compiler/host_config.h"
 #include "tests/net/net_world.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/leak_check.h"
 
 extern char** environ;
@@ -363,7 +364,8 @@ bool Suite::SetUp() {
   host_config_ = work_ + "/host.policy";
   if (!WriteFile(host_config_,
                  "# Written by the containment suite: default ceilings; egress through "
-                 "the suite's test uplink.\nhost {\n  network {\n    pool = \"" +
+                 "the suite's test uplink.\nhost {\n" +
+                     std::string(testing::kTestBackends) + "  network {\n    pool = \"" +
                      std::string(kPool) + "\"\n    uplink = \"" + world_->uplink_path() +
                      "\"\n  }\n}\n")) {
     error_ = "cannot write " + host_config_;
@@ -418,7 +420,8 @@ std::string Suite::StartServe() {
   // host's namespace).
   std::string config =
       "# Written by the containment suite: the service the submit column uses.\n"
-      "host {\n  service {\n";
+      "host {\n" +
+      std::string(testing::kTestBackends) + "  service {\n";
   config += "    policy_dir = \"" + serve_policies_ + "\"\n";
   config += "    socket = \"" + serve_socket_ + "\"\n";
   config += "    socket_mode = \"0600\"\n";

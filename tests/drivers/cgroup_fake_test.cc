@@ -91,7 +91,7 @@ class FakeKernelFs : public HostCgroupFs {
     ++rmdirs;
     if (!ReadAll(path + "/cgroup.procs").empty()) return EBUSY;
     // The kernel removes the control files with the directory.
-    gvisor::RemoveTree(path).ok();
+    safex::RemoveTree(path).ok();
     return access(path.c_str(), F_OK) == 0 ? EIO : 0;
   }
 
@@ -152,7 +152,7 @@ class TempTree {
     char tmpl[] = "/tmp/safex-cgtest-XXXXXX";
     path_ = mkdtemp(tmpl);
   }
-  ~TempTree() { gvisor::RemoveTree(path_).ok(); }
+  ~TempTree() { safex::RemoveTree(path_).ok(); }
   const std::string& path() const { return path_; }
 
  private:

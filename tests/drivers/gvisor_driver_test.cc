@@ -46,7 +46,7 @@ class TempHostDir {
     path_ = mkdtemp(tmpl);
     chmod(path_.c_str(), 0777);
   }
-  ~TempHostDir() { gvisor::RemoveTree(path_).ok(); }
+  ~TempHostDir() { safex::RemoveTree(path_).ok(); }
   const std::string& path() const { return path_; }
 
  private:

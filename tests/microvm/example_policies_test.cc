@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/microvm/microvm_test_util.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/leak_check.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
@@ -52,7 +53,9 @@ class ExamplePoliciesTest : public safex::testing::LeakCheckedTest {
         "--policy",      Wrapper(example, backend),
         "--search-path", safex::testing::SourceDir() + "/policies/examples",
         "--audit-db",    dir_.Join("audit.db"),
-        "--audit-key",   dir_.Join("audit.key")};
+        "--audit-key",   dir_.Join("audit.key"),
+        "--host-config", dir_.Write("host.policy", std::string("host {\n") +
+                                                       safex::testing::kTestBackends + "}\n")};
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back("--");
     args.insert(args.end(), argv.begin(), argv.end());

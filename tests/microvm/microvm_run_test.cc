@@ -348,6 +348,31 @@ TEST_F(MicrovmRunTest, NonUtf8ArgvIsCarriedFaithfully) {
   EXPECT_EQ(r->stdout_stream.data, "x\xff\xfe-\x80\n");
 }
 
+// TCG (QEMU's emulator) is not a security boundary: without usable KVM, a plan for untrusted code
+// is refused unless the host opted in (test hosts do, in TestOptions); trusted code still runs.
+TEST_F(MicrovmRunTest, UntrustedCodeIsRefusedUnderTcgWithoutTheHostsOptIn) {
+  SAFEX_REQUIRE_MICROVM();
+  drivers::MicrovmOptions o = TestOptions();
+  o.tcg_for_untrusted = false;  // as the example host config: KVM or nothing
+  plan::Plan p = BusyboxPlan();
+  auto refused = RunPlan(p, {"/bin/busybox", "true"}, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnavailable);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("not a security boundary"));
+  MicrovmDriver d(o);
+  ASSERT_TRUE(d.Probe().ok());
+  RunRequest req;
+  req.run_id = NextRunId();
+  req.argv = {"/bin/busybox", "true"};
+  EXPECT_FALSE(d.CheckRequest(p, req).ok()) << "refused before the start event, too";
+  p.trust = plan::Trust::kTrusted;
+  EXPECT_TRUE(d.CheckRequest(p, req).ok());
+  auto trusted = RunPlan(p, {"/bin/busybox", "true"}, o);
+  ASSERT_TRUE(trusted.ok()) << trusted.status().ToString();
+  EXPECT_EQ(trusted->exit_code, 0);
+  EXPECT_EQ(trusted->backend_mode, "microvm/tcg/network=none");
+}
+
 TEST_F(MicrovmRunTest, CpuTimeLimitIsEnforced) {
   SAFEX_REQUIRE_MICROVM();
   plan::Plan p = BusyboxPlan();
@@ -485,7 +510,7 @@ TEST_F(MicrovmRunTest, EgressWithoutAUsableNetworkIsRefused) {
   int calls = 0;
   o.network_provider =
       [&calls](const plan::Plan&,
-               const std::string&) -> Result<std::unique_ptr<drivers::RunNetworkHandle>> {
+               const std::string&) -> Result<std::unique_ptr<drivers::net::RunNetwork>> {
     ++calls;
     return Status::Unavailable("no network for this test");
   };
@@ -561,7 +586,10 @@ TEST_F(MicrovmRunTest, KvmIsProbedWithADeadlineAndTheModeIsReported) {
 
 // The probe itself against a KVM that answers but whose guests hang (nested virtualisation on the
 // build machine): run as root so that /dev/kvm opens, and check the deadline ends it.
-TEST_F(MicrovmRunTest, KvmProbeKillsAHangingKvmGuestAtItsDeadline) {
+// The contract, whatever this host's KVM does (hangs, aborts at once as QEMU's MSR assertion does
+// on some machines of this kind, or works): the probe answers within its deadline, and an unusable
+// KVM is said with its reason (the driver then uses TCG, or refuses untrusted plans).
+TEST_F(MicrovmRunTest, KvmProbeEndsWithinItsDeadlineWhateverKvmDoes) {
   SAFEX_REQUIRE_MICROVM();
   if (access("/dev/kvm", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/kvm";
   LaunchSpec base;
@@ -573,10 +601,12 @@ TEST_F(MicrovmRunTest, KvmProbeKillsAHangingKvmGuestAtItsDeadline) {
   auto t0 = std::chrono::steady_clock::now();
   KvmProbeResult kp = ProbeKvm(base, std::chrono::seconds(3), "");
   auto elapsed = std::chrono::steady_clock::now() - t0;
-  if (kp.usable) GTEST_SKIP() << "KVM works on this host: " << kp.detail;
-  EXPECT_NE(kp.detail.find("did not boot within 3000 ms"), std::string::npos) << kp.detail;
-  EXPECT_GE(elapsed, std::chrono::seconds(3));
-  EXPECT_LT(elapsed, std::chrono::seconds(10));
+  EXPECT_LT(elapsed, std::chrono::seconds(10)) << kp.detail;
+  if (kp.usable) return;  // KVM works here: nothing more to check
+  EXPECT_FALSE(kp.detail.empty());
+  if (kp.detail.find("did not boot within 3000 ms") != std::string::npos) {
+    EXPECT_GE(elapsed, std::chrono::seconds(3)) << "a hang is killed at the deadline, not before";
+  }
 }
 
 }  // namespace

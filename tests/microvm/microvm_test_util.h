@@ -52,6 +52,8 @@ inline drivers::MicrovmOptions TestOptions() {
   o.state_root = TestStateRoot();
   // TCG without the KVM probe; the probe has its own tests.
   o.kvm = plan::KvmMode::kNever;
+  // TCG is no boundary for untrusted code: a test host opts in (plan/backend_settings.h).
+  o.tcg_for_untrusted = true;
   o.boot_timeout = std::chrono::seconds(90);
   return o;
 }

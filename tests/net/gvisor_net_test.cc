@@ -25,18 +25,6 @@ using safex::testing::net::World;
 constexpr char kRunsc[] = "/usr/local/bin/runsc";
 constexpr char kClient[] = "/opt/safex-net-test/sandbox_connect";
 
-// The adapter the supervisor will own: RunNetwork behind the gVisor driver's seam.
-class NetHandle : public RunNetworkHandle {
- public:
-  explicit NetHandle(net::RunNetwork n) : n_(std::move(n)) {}
-  int netns_fd() const override { return n_.netns_fd(); }
-  std::string hosts_file() const override { return n_.hosts_file(); }
-  uint64_t DeniedEgress() override { return n_.DeniedCount(); }
-  Status Teardown() override { return n_.Teardown(); }
-
- private:
-  net::RunNetwork n_;
-};
 
 // Names the tests' resolver knows; nothing reaches a real DNS server.
 Result<std::vector<plan::IpAddress>> FakeResolve(const std::string& host) {
@@ -104,11 +92,11 @@ class GvisorNetworkTest : public safex::testing::LeakCheckedTest {
     GvisorOptions options;
     options.network_provider =
         [cfg](const plan::Plan& p,
-              const std::string& run_id) -> Result<std::unique_ptr<RunNetworkHandle>> {
+              const std::string& run_id) -> Result<std::unique_ptr<net::RunNetwork>> {
       SAFEX_ASSIGN_OR_RETURN(auto resolved,
                              net::ResolveEgress(p.network.egress, plan::Ceilings{}, FakeResolve));
       SAFEX_ASSIGN_OR_RETURN(net::RunNetwork n, net::RunNetwork::Create(cfg, run_id, resolved));
-      return std::unique_ptr<RunNetworkHandle>(new NetHandle(std::move(n)));
+      return std::make_unique<net::RunNetwork>(std::move(n));
     };
     driver_ = std::make_unique<GvisorDriver>(std::move(options));
     Status st = driver_->Probe();
@@ -198,7 +186,7 @@ TEST_F(GvisorNetworkTest, ForbiddenResolvedAddressRefusesTheRunBeforeAnythingSta
   p.network.egress = {{"metadata.test", 80, plan::Protocol::kTcp}};
   GvisorOptions options;
   options.network_provider = [](const plan::Plan& pl,
-                                const std::string&) -> Result<std::unique_ptr<RunNetworkHandle>> {
+                                const std::string&) -> Result<std::unique_ptr<net::RunNetwork>> {
     auto resolved = net::ResolveEgress(
         pl.network.egress, plan::Ceilings{},
         [](const std::string&) -> Result<std::vector<plan::IpAddress>> {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "supervisor/serve/unix_socket.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/test_support.h"
 
 namespace safex::testing {
@@ -38,7 +39,7 @@ std::string ServeHarness::log() const {
 
 std::string ServeHarness::Start(const ServeOptions& o) {
   audit_db_ = o.audit_db;
-  std::string config = "host {\n  service {\n";
+  std::string config = std::string("host {\n") + kTestBackends + "  service {\n";
   config += "    policy_dir = \"" + policy_dir() + "\"\n";
   config += "    socket = \"" + socket() + "\"\n";
   config += "    socket_mode = \"0666\"\n";

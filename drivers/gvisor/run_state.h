@@ -1,0 +1,93 @@
+// Everything one gVisor run holds on the host, in teardown order, and the small pieces the run's
+// steps share (run_steps.h). RunState's destructor tears everything down, so that every way out
+// of GvisorDriver::Run, errors included, leaves nothing behind.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
+#include "drivers/cgroup/cgroup.h"
+#include "drivers/driver.h"
+#include "drivers/gvisor/run_dir.h"
+#include "drivers/gvisor/stdio_files.h"
+#include "drivers/net/run_network.h"
+
+namespace safex::drivers::gvisor {
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+Result<Pipe> MakePipe();  // both ends close-on-exec
+Status SetNonBlocking(int fd);
+
+// The last non-empty line of runsc's diagnostics (its error, if it failed).
+std::string LastLine(const std::string& text);
+
+// SIGPIPE from writing the stdin pipe after the program closed it must not end the supervisor:
+// blocked in this thread for the run, and what was raised is swallowed.
+class SigpipeBlock {
+ public:
+  SigpipeBlock();
+  ~SigpipeBlock();
+  SigpipeBlock(const SigpipeBlock&) = delete;
+  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// Collects stdout and stderr under one shared cap (the plan's output limit).
+class OutputCapture {
+ public:
+  OutputCapture(CapturedStream* out, CapturedStream* err, uint64_t cap)
+      : streams_{out, err}, cap_(cap) {}
+  void Add(int which, const char* data, size_t n);
+  bool exceeded() const { return stopped_; }
+
+ private:
+  CapturedStream* streams_[2];
+  uint64_t cap_;
+  uint64_t used_ = 0;
+  bool stopped_ = false;
+};
+
+struct RunState {
+  std::string runsc_path;
+  std::string run_id;
+  std::string state_dir;                 // runsc --root of this run
+  std::string bundle;
+  PrivateDir dir;                        // <state root>/<run id>, 0700
+  UniqueFd owner_lock;                   // flock'ed for the whole run (see CleanupStale)
+  StdioFiles stdio;                      // the program's stdout and stderr (stdio_files.h)
+  std::vector<TmpfsMount> outputs;       // one per kOutput mount
+  std::vector<size_t> output_mount_idx;  // plan mount index of each output
+  std::vector<std::string> mount_sources;  // host source of each plan mount ("" for tmpfs)
+  cgroup::RunCgroup cg;
+  uint64_t pids_backstop = 0;
+  std::unique_ptr<net::RunNetwork> net;
+  Subprocess runsc;
+  bool sandbox_stopped = false;
+  bool torn_down = false;
+  std::string errors;  // what teardown could not remove (a leak the operator must see)
+
+  void Note(const std::string& what, const Status& st);
+  std::vector<std::string> Runsc(std::initializer_list<std::string> args) const;
+
+  // Ends every process of the run and removes runsc's state. Safe to call more than once.
+  void StopSandbox(std::chrono::milliseconds grace);
+  // Removes what is left, in reverse order of creation. Outputs must have been collected.
+  void Teardown(std::chrono::milliseconds grace);
+  ~RunState() { Teardown(std::chrono::milliseconds(2000)); }
+};
+
+}  // namespace safex::drivers::gvisor

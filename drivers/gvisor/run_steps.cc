@@ -1,0 +1,245 @@
+#include "drivers/gvisor/run_steps.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/owner_lock.h"
+#include "drivers/gvisor/rootfs.h"
+#include "drivers/gvisor/runsc_command.h"
+
+namespace safex::drivers::gvisor {
+namespace {
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0) return Status::Errno("mkdir", path, errno);
+  return Status::Ok();
+}
+
+Status WriteWholeFile(const std::string& path, const std::string& content) {
+  UniqueFd fd(open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return Status::Errno("open", path, errno);
+  size_t off = 0;
+  while (off < content.size()) {
+    ssize_t n = write(fd.get(), content.data() + off, content.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Errno("write", path, errno);
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// The bundle's config.json. nlohmann::json throws on strings that are not UTF-8; CheckRequest
+// refuses such argv and env up front, and anything else that slips through is an error here,
+// never an exception across the driver boundary.
+Result<std::string> SpecText(const nlohmann::json& spec) {
+  try {
+    return spec.dump(1);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("gvisor: the OCI spec cannot be written: ") +
+                                   e.what());
+  }
+}
+
+// The host directory of the plan's input mount: the request's snapshot, or an empty read-only
+// directory when no input was given.
+Result<std::string> InputSource(const RunContext& c, RunState& s) {
+  if (c.req.input_dir.empty()) {
+    const std::string empty = s.dir.path() + "/input-empty";
+    if (access(empty.c_str(), F_OK) != 0) SAFEX_RETURN_IF_ERROR(MakeDir(empty, 0755));
+    return empty;
+  }
+  struct stat st;
+  if (c.req.input_dir[0] != '/' || stat(c.req.input_dir.c_str(), &st) != 0 ||
+      !S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("input_dir must be an existing absolute directory: '" +
+                                   c.req.input_dir + "'");
+  }
+  return c.req.input_dir;
+}
+
+// A fresh size-capped tmpfs for output mount `m`, below the run's private directory, whose root
+// the sandbox user owns.
+Result<std::string> MountOutput(const RunContext& c, const plan::Mount& m, size_t index,
+                                RunState& s) {
+  if (m.size_bytes == 0) return Status::InvalidArgument("output mount without a size: " + m.target);
+  const std::string base = s.dir.path();
+  if (s.outputs.empty()) SAFEX_RETURN_IF_ERROR(MakeDir(base + "/out", 0700));
+  const std::string dir = base + "/out/" + std::to_string(s.outputs.size());
+  SAFEX_RETURN_IF_ERROR(MakeDir(dir, 0700));
+  TmpfsMount::Options o;
+  o.size_bytes = m.size_bytes;
+  o.uid = c.plan.process.uid;
+  o.gid = c.plan.process.gid;
+  o.mode = 0700;
+  o.nosuid = true;
+  o.nodev = true;
+  o.noexec = true;
+  SAFEX_ASSIGN_OR_RETURN(TmpfsMount tm, TmpfsMount::Mount(dir, o));
+  s.outputs.push_back(std::move(tm));
+  s.output_mount_idx.push_back(index);
+  return dir;
+}
+
+}  // namespace
+
+Status CreateRunDirectory(const RunContext& c, RunState& s) {
+  s.runsc_path = c.options.runsc_path;
+  s.run_id = c.req.run_id;
+  SAFEX_ASSIGN_OR_RETURN(s.dir, PrivateDir::Create(c.options.state_root, c.req.run_id));
+  // Locked from its first instant (common/owner_lock.h): CleanupStale of another process never
+  // takes a live run's directory.
+  SAFEX_ASSIGN_OR_RETURN(s.owner_lock, CreateOwnerLock(s.dir.path()));
+  s.bundle = s.dir.path() + "/bundle";
+  s.state_dir = s.dir.path() + "/state";
+  SAFEX_RETURN_IF_ERROR(MakeDir(s.bundle, 0700));
+  SAFEX_RETURN_IF_ERROR(MakeDir(s.bundle + "/rootfs", 0755));
+  return MakeDir(s.state_dir, 0700);
+}
+
+Status PrepareMountSources(const RunContext& c, RunState& s) {
+  s.mount_sources.assign(c.plan.mounts.size(), "");
+  for (size_t i = 0; i < c.plan.mounts.size(); ++i) {
+    const plan::Mount& m = c.plan.mounts[i];
+    switch (m.kind) {
+      case plan::MountKind::kBind:
+        if (m.source.empty() || m.source[0] != '/') {
+          return Status::InvalidArgument("bind mount source must be absolute: '" + m.source + "'");
+        }
+        s.mount_sources[i] = m.source;
+        break;
+      case plan::MountKind::kTmpfs:
+        break;  // made inside the sandbox (gVisor's tmpfs honours size=)
+      case plan::MountKind::kInput: {
+        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i], InputSource(c, s));
+        break;
+      }
+      case plan::MountKind::kOutput: {
+        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i], MountOutput(c, m, i, s));
+        break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunState& s) {
+  const plan::Limits& lim = c.plan.limits;
+  cgroup::Limits cl;
+  cl.memory_bytes = lim.memory_bytes;
+  // The host pids cgroup is only a backstop: gVisor's own threads and stubs count against it;
+  // the plan's process limit is RLIMIT_NPROC inside.
+  cl.pids_max = c.options.pids_backstop_base + c.options.pids_backstop_per_pid * lim.pids;
+  cl.cpus = lim.cpus;
+  s.pids_backstop = cl.pids_max;
+  SAFEX_ASSIGN_OR_RETURN(s.cg, cgroups.CreateRun(c.options.cgroup_parent, c.req.run_id, cl));
+  return Status::Ok();
+}
+
+Result<std::string> CreateNetwork(const RunContext& c, RunState& s) {
+  if (c.plan.network.egress.empty()) return std::string();
+  SAFEX_ASSIGN_OR_RETURN(s.net, c.options.network_provider(c.plan, c.req.run_id));
+  if (!s.net || s.net->netns_fd() < 0) {
+    return Status::Internal("network provider returned no network namespace");
+  }
+  return s.net->hosts_file();
+}
+
+Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
+                   RunState& s) {
+  SAFEX_RETURN_IF_ERROR(PrepareRootfs(s.bundle + "/rootfs", c.plan, s.mount_sources, hosts));
+  OciLayout layout;
+  layout.rootfs = "rootfs";
+  layout.cgroups_path = s.cg.oci_path();
+  layout.mount_sources = s.mount_sources;
+  layout.pids_backstop = s.pids_backstop;
+  layout.network_none = c.plan.network.egress.empty();
+  SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, BuildOciSpec(c.plan, c.req.argv, layout, seccomp));
+  SAFEX_ASSIGN_OR_RETURN(std::string text, SpecText(spec));
+  return WriteWholeFile(s.bundle + "/config.json", text);
+}
+
+Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
+  RunIo io;
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull) return Status::Errno("open", "/dev/null", errno);
+  if (c.req.stdin_data) {
+    SAFEX_ASSIGN_OR_RETURN(Pipe p, MakePipe());
+    io.stdin_pipe = std::move(p);
+    SAFEX_RETURN_IF_ERROR(SetNonBlocking(io.stdin_pipe->write.get()));
+  }
+  // The program's stdout and stderr are files on a capped tmpfs, not pipes: a write to a host
+  // pipe inside gVisor can come back short and lose the rest (stdio_files.h).
+  SAFEX_RETURN_IF_ERROR(MakeDir(s.dir.path() + "/stdio", 0700));
+  SAFEX_ASSIGN_OR_RETURN(s.stdio,
+                         StdioFiles::Create(s.dir.path() + "/stdio", c.plan.limits.output_bytes));
+  SAFEX_ASSIGN_OR_RETURN(io.log, MakePipe());
+  SAFEX_ASSIGN_OR_RETURN(io.diag, MakePipe());
+  for (int fd : {io.log.read.get(), io.diag.read.get()}) SAFEX_RETURN_IF_ERROR(SetNonBlocking(fd));
+
+  RunscRun r;
+  r.runsc_path = c.options.runsc_path;
+  r.state_dir = s.state_dir;
+  r.bundle = s.bundle;
+  r.run_id = c.req.run_id;
+  r.platform = c.plan.gvisor.platform;
+  r.network = !c.plan.network.egress.empty();
+  r.logged = SyscallsToLog(c.plan.seccomp);
+  SpawnOptions so;
+  so.argv = RunscRunArgv(r);
+  so.env = {};  // runsc needs no environment; nothing of the supervisor's is passed on
+  so.fds = {{0, devnull.get()},
+            {1, io.diag.write.get()},
+            {2, io.diag.write.get()},
+            {kRunscStdinFd, io.stdin_pipe ? io.stdin_pipe->read.get() : devnull.get()},
+            {kRunscStdoutFd, s.stdio.child_stdout()},
+            {kRunscStderrFd, s.stdio.child_stderr()},
+            {kRunscLogFd, io.log.write.get()}};
+  so.new_session = true;  // no controlling terminal for runsc or anything it starts
+  so.netns_fd = s.net ? s.net->netns_fd() : -1;
+  SAFEX_ASSIGN_OR_RETURN(s.runsc, Subprocess::Spawn(so));
+  // Only the child holds the write ends now: EOF arrives once every process of the run is gone.
+  if (io.stdin_pipe) io.stdin_pipe->read.Reset();
+  s.stdio.CloseChildEnds();
+  io.log.write.Reset();
+  io.diag.write.Reset();
+  return io;
+}
+
+void ReadAccounting(const RunContext& c, RunState& s, Observation* o, RunResult* result) {
+  if (auto cpu = s.cg.CpuUsageNs(); cpu.ok()) result->cpu_ns = *cpu;
+  if (auto peak = s.cg.PeakMemoryBytes(); peak.ok()) result->peak_memory_bytes = *peak;
+  if (auto oom = s.cg.OomKills(); oom.ok()) o->oom_kills = *oom;
+  if (auto pids = s.cg.PidsLimitHits(); pids.ok()) o->pids_hits = *pids;
+  o->pids_backstop = s.pids_backstop;
+  if (s.net) result->denied_egress = s.net->DeniedCount();
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    if (s.outputs[i].Full()) {
+      const plan::Mount& m = c.plan.mounts[s.output_mount_idx[i]];
+      o->full_outputs.emplace_back(m.target, m.size_bytes);
+    }
+  }
+}
+
+void CollectOutputs(const RunContext& c, RunState& s) {
+  if (!c.req.collect_output) return;
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    auto fd = s.outputs[i].OpenRoot();
+    if (!fd.ok()) {
+      s.Note("output " + s.outputs[i].path(), fd.status());
+      continue;
+    }
+    UniqueFd owned(*fd);
+    c.req.collect_output(c.plan.mounts[s.output_mount_idx[i]], owned.get());
+  }
+}
+
+}  // namespace safex::drivers::gvisor

@@ -1,0 +1,61 @@
+// The steps of one gVisor run (GvisorDriver::Run is their script, in this order). Each takes the
+// run's RunState, adds what it creates to it (so RunState's teardown removes it on every way
+// out), and says why when it cannot.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "drivers/cgroup/cgroup.h"
+#include "drivers/driver.h"
+#include "drivers/gvisor/gvisor_driver.h"
+#include "drivers/gvisor/oci_spec.h"
+#include "drivers/gvisor/outcome.h"
+#include "drivers/gvisor/run_state.h"
+#include "drivers/gvisor/sandbox_log.h"
+#include "plan/plan.h"
+
+namespace safex::drivers::gvisor {
+
+// What every step reads.
+struct RunContext {
+  const plan::Plan& plan;
+  const RunRequest& req;
+  const GvisorOptions& options;
+};
+
+// The run's descriptors to and from `runsc run` (the program's stdout and stderr are files in
+// RunState::stdio).
+struct RunIo {
+  std::optional<Pipe> stdin_pipe;  // when the request has stdin
+  Pipe log;                        // runsc's debug log (the program's exit, fork failures)
+  Pipe diag;                       // runsc's own stdout and stderr (its errors)
+};
+
+// 1. The run's private directory (0700) with its owner lock, its bundle and its runsc state dir.
+Status CreateRunDirectory(const RunContext& c, RunState& s);
+// 2. The host side of every plan mount: bind sources checked, the input (or an empty read-only
+//    stand-in), one size-capped tmpfs per output mount owned by the sandbox user.
+Status PrepareMountSources(const RunContext& c, RunState& s);
+// 3. The run's cgroup, pre-created with the limits: runsc joins it and owns nothing.
+Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunState& s);
+// 4. No network, or the run's own namespace from the provider; the sandbox's /etc/hosts.
+Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
+// 5. The bundle: the fresh root (mount points and a minimal /etc) and config.json.
+Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
+                   RunState& s);
+// 6. The program's stdout/stderr files, the pipes, and `runsc run` itself (runsc_command.h).
+Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
+// 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
+//    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
+//    still written is drained.
+Observation Supervise(const RunContext& c, RunIo& io, RunState& s, RunResult* result);
+// 8. The cgroup's and the debug log's counters after the run, into the observation and result.
+void ReadAccounting(const RunContext& c, RunState& s, Observation* o, RunResult* result);
+// 9. Each output mount handed to the request's collector (every process is gone; the storage
+//    still exists).
+void CollectOutputs(const RunContext& c, RunState& s);
+
+}  // namespace safex::drivers::gvisor

@@ -1,0 +1,14 @@
+// The backends section of every host config the tests write. Test hosts here have no usable KVM,
+// and TCG is not a security boundary: a microVM plan for untrusted code is refused without KVM
+// unless the host config opts in, as test hosts do (and the example host config does not).
+#pragma once
+
+namespace safex::testing {
+
+inline constexpr const char* kTestBackends =
+    "  backends {\n"
+    "    gvisor { }\n"
+    "    microvm { tcg_for_untrusted = true }\n"
+    "  }\n";
+
+}  // namespace safex::testing
