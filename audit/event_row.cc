@@ -102,7 +102,6 @@ std::optional<int64_t> EventRow::integer(EventColumn c) const {
   return std::nullopt;
 }
 
-
 Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns) {
   SAFEX_RETURN_IF_ERROR(CheckRunId(r.run_id));
   SAFEX_RETURN_IF_ERROR(CheckDigest(r.policy_source_digest, "policy source digest"));

@@ -10,10 +10,8 @@ namespace safex::audit {
 // RFC 3629 UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
 bool IsValidUtf8(std::string_view s);
 
-// Safe for a terminal: printable ASCII and printable non-ASCII UTF-8 pass; a backslash becomes
-// "\\"; \n \r \t become those escapes; other C0/C1 controls, DEL, and bidi/format characters
-// (U+200B..U+200F, U+202A..U+202E, U+2066..U+2069, U+FEFF) become \xNN or \u{XXXX}; bytes that
-// are not UTF-8 become \xNN. The result contains no control character at all.
+// Safe for a terminal: the project's one escaper (common/text_escape.h). The result contains no
+// control character at all.
 std::string EscapeForTerminal(std::string_view s);
 
 // One field of RFC 4180 CSV: quoted (with inner quotes doubled) when it contains a comma, a

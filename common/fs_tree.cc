@@ -69,8 +69,6 @@ Status EmptyDir(int dir_fd, dev_t dev, const std::string& shown, int depth) {
 
 }  // namespace
 
-}  // namespace
-
 Result<std::vector<std::string>> ListDirectory(const std::string& path) {
   DIR* d = opendir(path.c_str());
   if (d == nullptr) {

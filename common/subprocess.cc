@@ -1,11 +1,12 @@
 #include "common/subprocess.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include "common/pidfd.h"
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+
+#include "common/pidfd.h"
 
 namespace safex {
 namespace {
@@ -31,19 +34,49 @@ enum ChildStep : int32_t {
   kStepCloseRange,
   kStepChdir,
   kStepExecve,
+  kStepMountPrivate,
+  kStepBindMount,
+  kStepGroups,
+  kStepGid,
+  kStepUid,
+  kStepNoNewPrivs,
+  kStepGo,
 };
 
 const char* StepName(int32_t step) {
   switch (step) {
-    case kStepPdeathsig: return "prctl(PR_SET_PDEATHSIG)";
-    case kStepSignals: return "sigprocmask";
-    case kStepSetsid: return "setsid";
-    case kStepSetns: return "setns(CLONE_NEWNET)";
-    case kStepDupHigh: return "fcntl(F_DUPFD_CLOEXEC)";
-    case kStepDupTarget: return "dup2";
-    case kStepCloseRange: return "close_range";
-    case kStepChdir: return "chdir";
-    case kStepExecve: return "execve";
+    case kStepPdeathsig:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case kStepSignals:
+      return "sigprocmask";
+    case kStepSetsid:
+      return "setsid";
+    case kStepSetns:
+      return "setns(CLONE_NEWNET)";
+    case kStepDupHigh:
+      return "fcntl(F_DUPFD_CLOEXEC)";
+    case kStepDupTarget:
+      return "dup2";
+    case kStepCloseRange:
+      return "close_range";
+    case kStepChdir:
+      return "chdir";
+    case kStepExecve:
+      return "execve";
+    case kStepMountPrivate:
+      return "mount(MS_REC|MS_PRIVATE)";
+    case kStepBindMount:
+      return "mount(MS_BIND)";
+    case kStepGroups:
+      return "setgroups";
+    case kStepGid:
+      return "setresgid";
+    case kStepUid:
+      return "setresuid";
+    case kStepNoNewPrivs:
+      return "prctl(PR_SET_NO_NEW_PRIVS)";
+    case kStepGo:
+      return "waiting to be placed in its cgroup";
   }
   return "child setup";
 }
@@ -69,6 +102,17 @@ struct ChildPlan {
   std::array<int, SpawnOptions::kMaxFds> target{};
   std::array<int, SpawnOptions::kMaxFds> source{};
   int high_base = 0;  // above every fd the child must preserve or create
+  static constexpr size_t kMaxMounts = 16;
+  size_t nmounts = 0;
+  std::array<const char*, kMaxMounts> mount_source{};
+  std::array<const char*, kMaxMounts> mount_target{};
+  bool set_credentials = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const gid_t* groups = nullptr;
+  size_t ngroups = 0;
+  bool no_new_privs = false;
+  int go_fd = -1;  // read end of the "go" pipe; -1: no barrier
 };
 
 [[noreturn]] void ChildFail(int report_fd, int32_t step) {
@@ -105,8 +149,19 @@ struct ChildPlan {
   // caller created for this run, so the child can reach exactly what that namespace routes.
   if (p.netns_fd >= 0 && setns(p.netns_fd, CLONE_NEWNET) != 0) ChildFail(report, kStepSetns);
 
-  // Move the report pipe and every source above all targets first, so that installing one
-  // target can never clobber a source still to be installed.
+  // Security: the mounts happen in a mount namespace of the child's own (CLONE_NEWNS), made
+  // private first so that nothing propagates back to the caller's; they vanish with the child.
+  if (p.nmounts > 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    ChildFail(report, kStepMountPrivate);
+  }
+  for (size_t i = 0; i < p.nmounts; ++i) {
+    if (mount(p.mount_source[i], p.mount_target[i], nullptr, MS_BIND, nullptr) != 0) {
+      ChildFail(report, kStepBindMount);
+    }
+  }
+
+  // Move the report and go pipes and every source above all targets first, so that installing
+  // one target can never clobber a source still to be installed.
   std::array<int, SpawnOptions::kMaxFds> high{};
   for (size_t i = 0; i < p.nfds; ++i) {
     high[i] = fcntl(p.source[i], F_DUPFD_CLOEXEC, p.high_base);
@@ -115,30 +170,77 @@ struct ChildPlan {
   int moved_report = fcntl(report, F_DUPFD_CLOEXEC, p.high_base);
   if (moved_report < 0) ChildFail(report, kStepDupHigh);
   report = moved_report;
+  int go = -1;
+  if (p.go_fd >= 0 && (go = fcntl(p.go_fd, F_DUPFD_CLOEXEC, p.high_base)) < 0) {
+    ChildFail(report, kStepDupHigh);
+  }
   int max_target = -1;
   for (size_t i = 0; i < p.nfds; ++i) {
     // dup2 clears FD_CLOEXEC on the new descriptor: it is meant to survive execve.
     if (dup2(high[i], p.target[i]) < 0) ChildFail(report, kStepDupTarget);
     max_target = std::max(max_target, p.target[i]);
   }
-  // Close every descriptor that is neither a target nor the (close-on-exec) report pipe.
+  // Close every descriptor that is neither a target nor one of the (close-on-exec) pipes.
   for (int fd = 0; fd <= max_target; ++fd) {
     bool keep = false;
     for (size_t i = 0; i < p.nfds; ++i) keep = keep || p.target[i] == fd;
     if (!keep) close(fd);
   }
+  const int keep_low = go < 0 ? report : std::min(report, go);
+  const int keep_high = go < 0 ? report : std::max(report, go);
   unsigned first = static_cast<unsigned>(max_target + 1);
-  if (static_cast<unsigned>(report) > first &&
-      close_range(first, static_cast<unsigned>(report) - 1, 0) != 0) {
+  if (static_cast<unsigned>(keep_low) > first &&
+      close_range(first, static_cast<unsigned>(keep_low) - 1, 0) != 0) {
     ChildFail(report, kStepCloseRange);
   }
-  if (close_range(static_cast<unsigned>(report) + 1, ~0U, 0) != 0) {
+  if (keep_high > keep_low + 1 && close_range(static_cast<unsigned>(keep_low) + 1,
+                                              static_cast<unsigned>(keep_high) - 1, 0) != 0) {
     ChildFail(report, kStepCloseRange);
+  }
+  if (close_range(static_cast<unsigned>(keep_high) + 1, ~0U, 0) != 0) {
+    ChildFail(report, kStepCloseRange);
+  }
+
+  if (p.set_credentials) {
+    // Groups first, then gid, then uid: after setresuid the child could no longer change them.
+    if (setgroups(p.ngroups, p.groups) != 0) ChildFail(report, kStepGroups);
+    if (setresgid(p.gid, p.gid, p.gid) != 0) ChildFail(report, kStepGid);
+    if (setresuid(p.uid, p.uid, p.uid) != 0) ChildFail(report, kStepUid);
+    // A credential change clears the parent-death signal: set it again, and re-check the parent.
+    if (p.pdeath_signal != 0) {
+      if (prctl(PR_SET_PDEATHSIG, p.pdeath_signal) != 0) ChildFail(report, kStepPdeathsig);
+      if (getppid() != p.parent_pid) _exit(127);
+    }
+  }
+  if (p.no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    ChildFail(report, kStepNoNewPrivs);
+  }
+  if (go >= 0) {
+    // The parent writes one byte once the pid is in every cgroup; EOF means it gave up.
+    char c = 0;
+    ssize_t n;
+    do {
+      n = read(go, &c, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+      if (n == 0) errno = ECANCELED;
+      ChildFail(report, kStepGo);
+    }
   }
 
   if (p.cwd != nullptr && chdir(p.cwd) != 0) ChildFail(report, kStepChdir);
   execve(p.path, p.argv, p.envp);
   ChildFail(report, kStepExecve);
+}
+
+Status WriteCgroupProcs(const std::string& file, pid_t pid) {
+  UniqueFd fd(open(file.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::Errno("open", file, errno);
+  const std::string text = std::to_string(pid);
+  const ssize_t n = write(fd.get(), text.data(), text.size());
+  if (n != static_cast<ssize_t>(text.size()))
+    return Status::Errno("write", file, n < 0 ? errno : EIO);
+  return Status::Ok();
 }
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
@@ -185,58 +287,119 @@ Subprocess& Subprocess::operator=(Subprocess&& o) noexcept {
   return *this;
 }
 
-Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
-  if (options.argv.empty() || options.argv[0].empty() || options.argv[0][0] != '/') {
+namespace {
+
+bool HasNulIn(const std::vector<std::string>& v) {
+  return std::any_of(v.begin(), v.end(), [](const std::string& s) { return HasNul(s); });
+}
+
+// What Spawn refuses before anything exists: every string goes to a system call as a C string.
+Status CheckOptions(const SpawnOptions& o) {
+  if (o.argv.empty() || o.argv[0].empty() || o.argv[0][0] != '/') {
     return Status::InvalidArgument("spawn: argv[0] must be an absolute path");
   }
-  for (const std::string& s : options.argv) {
-    if (HasNul(s)) return Status::InvalidArgument("spawn: argv element contains a NUL byte");
-  }
-  for (const std::string& s : options.env) {
+  if (HasNulIn(o.argv)) return Status::InvalidArgument("spawn: argv element contains a NUL byte");
+  for (const std::string& s : o.env) {
     if (HasNul(s) || s.find('=') == std::string::npos) {
       return Status::InvalidArgument("spawn: environment entries must be NAME=value without NUL");
     }
   }
-  if (options.fds.size() > SpawnOptions::kMaxFds) {
+  if (o.fds.size() > SpawnOptions::kMaxFds) {
     return Status::InvalidArgument("spawn: too many descriptors to pass");
   }
-  if (HasNul(options.cwd)) return Status::InvalidArgument("spawn: cwd contains a NUL byte");
-
-  ChildPlan plan;
-  plan.nfds = options.fds.size();
-  int highest = 2;
-  for (size_t i = 0; i < options.fds.size(); ++i) {
-    auto [target, source] = options.fds[i];
+  if (HasNul(o.cwd)) return Status::InvalidArgument("spawn: cwd contains a NUL byte");
+  if (o.bind_mounts.size() > ChildPlan::kMaxMounts) {
+    return Status::InvalidArgument("spawn: too many bind mounts");
+  }
+  for (const auto& [source, target] : o.bind_mounts) {
+    if (HasNul(source) || HasNul(target) || source.empty() || target.empty()) {
+      return Status::InvalidArgument("spawn: bad bind mount");
+    }
+  }
+  for (size_t i = 0; i < o.fds.size(); ++i) {
+    auto [target, source] = o.fds[i];
     if (target < 0 || target >= 1024 || source < 0) {
       return Status::InvalidArgument("spawn: bad descriptor mapping");
     }
     for (size_t j = 0; j < i; ++j) {
-      if (options.fds[j].first == target) {
+      if (o.fds[j].first == target) {
         return Status::InvalidArgument("spawn: child descriptor mapped twice");
       }
     }
-    plan.target[i] = target;
-    plan.source[i] = source;
-    highest = std::max({highest, target, source});
   }
+  return Status::Ok();
+}
 
+// The child's plan: pointers into `o` and the caller's vectors, which outlive the clone.
+ChildPlan MakeChildPlan(const SpawnOptions& o, char* const* argv, char* const* envp) {
+  ChildPlan plan;
+  plan.path = o.argv[0].c_str();
+  plan.argv = argv;
+  plan.envp = envp;
+  plan.cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
+  plan.parent_pid = getpid();
+  plan.pdeath_signal = o.parent_death_signal;
+  plan.new_session = o.new_session;
+  plan.netns_fd = o.netns_fd;
+  plan.nfds = o.fds.size();
+  for (size_t i = 0; i < o.fds.size(); ++i) {
+    plan.target[i] = o.fds[i].first;
+    plan.source[i] = o.fds[i].second;
+  }
+  plan.nmounts = o.bind_mounts.size();
+  for (size_t i = 0; i < o.bind_mounts.size(); ++i) {
+    plan.mount_source[i] = o.bind_mounts[i].first.c_str();
+    plan.mount_target[i] = o.bind_mounts[i].second.c_str();
+  }
+  if (o.credentials) {
+    plan.set_credentials = true;
+    plan.uid = o.credentials->uid;
+    plan.gid = o.credentials->gid;
+    plan.groups = o.credentials->groups.data();
+    plan.ngroups = o.credentials->groups.size();
+  }
+  plan.no_new_privs = o.no_new_privs;
+  return plan;
+}
+
+// Reads the child's {step, errno} report: 0 bytes means the pipe closed on execve.
+size_t ReadReport(int fd, ChildReport* report) {
+  size_t got = 0;
+  while (got < sizeof *report) {
+    ssize_t n = read(fd, reinterpret_cast<char*>(report) + got, sizeof *report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
+}  // namespace
+
+// In order: check the options, make the pipes, clone (all signals blocked across it), place the
+// child in its cgroups and release it, then learn from the report pipe whether execve happened.
+Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
+  SAFEX_RETURN_IF_ERROR(CheckOptions(options));
   int report_pipe[2];
   if (pipe2(report_pipe, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
   UniqueFd report_r(report_pipe[0]);
   UniqueFd report_w(report_pipe[1]);
-  highest = std::max({highest, report_pipe[0], report_pipe[1], options.netns_fd});
+  UniqueFd go_r, go_w;
+  if (!options.cgroup_procs_files.empty()) {
+    int go_pipe[2];
+    if (pipe2(go_pipe, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+    go_r = UniqueFd(go_pipe[0]);
+    go_w = UniqueFd(go_pipe[1]);
+  }
 
   std::vector<char*> argv = CStrings(options.argv);
   std::vector<char*> envp = CStrings(options.env);
-  plan.path = options.argv[0].c_str();
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
+  ChildPlan plan = MakeChildPlan(options, argv.data(), envp.data());
   plan.report_fd = report_w.get();
-  plan.parent_pid = getpid();
-  plan.pdeath_signal = options.parent_death_signal;
-  plan.new_session = options.new_session;
-  plan.netns_fd = options.netns_fd;
+  plan.go_fd = go_r.valid() ? go_r.get() : -1;
+  int highest =
+      std::max({2, report_pipe[0], report_pipe[1], options.netns_fd, go_r.get(), go_w.get()});
+  for (const auto& [target, source] : options.fds) highest = std::max({highest, target, source});
   plan.high_base = highest + 1;
 
   // Block every signal across clone so that no handler of ours runs in the child before it has
@@ -244,11 +407,10 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   sigset_t all, saved;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
-
   int pidfd = -1;
   struct clone_args args;
   std::memset(&args, 0, sizeof args);
-  args.flags = CLONE_PIDFD;
+  args.flags = CLONE_PIDFD | (options.bind_mounts.empty() ? 0 : CLONE_NEWNS);
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &args, sizeof args);
@@ -261,15 +423,26 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   // The pidfd from CLONE_PIDFD is close-on-exec, so it never reaches other children. Closing our
   // write end leaves the child's (close-on-exec) copy: EOF then means execve succeeded.
   report_w.Reset();
+  go_r.Reset();
+  if (go_w.valid()) {
+    for (const std::string& file : options.cgroup_procs_files) {
+      Status placed = WriteCgroupProcs(file, child.pid_);
+      if (!placed.ok()) {
+        child.KillAndWait();
+        return placed.With("placing " + options.argv[0] + " in its cgroup");
+      }
+    }
+    const char go = 1;
+    if (write(go_w.get(), &go, 1) != 1) {
+      const int err = errno;
+      child.KillAndWait();
+      return Status::Errno("write", "go pipe", err);
+    }
+    go_w.Reset();
+  }
 
   ChildReport report{};
-  size_t got = 0;
-  while (got < sizeof report) {
-    ssize_t n = read(report_r.get(), reinterpret_cast<char*>(&report) + got, sizeof report - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
+  const size_t got = ReadReport(report_r.get(), &report);
   if (got == 0) return child;  // the pipe closed on execve: the program is running
   child.Wait().status().ok();  // reap the failed child (it exits at once)
   if (got != sizeof report) {

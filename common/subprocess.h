@@ -1,12 +1,20 @@
 // Subprocess: spawn a program from an argv array (execve, explicit environment, never a shell)
-// and own it through a pidfd until it is reaped.
+// and own it through a pidfd until it is reaped. The project's one fork/exec path: runsc, the
+// VMM (QEMU under its own uid, in its cgroup before its first instruction) and the guest image
+// builder (in a private mount namespace) all start here.
 //
-// The child side of Spawn follows the project's rules for the window between fork and exec:
+// The child side of Spawn follows the project's rules for the window between clone and exec, in
+// this order:
 //   1. PR_SET_PDEATHSIG first (then re-check the parent is still ours: it may already be gone);
 //   2. default signal dispositions and an empty signal mask (ignored signals survive execve);
 //   3. optional setsid() (no controlling terminal) and setns() into a network namespace;
-//   4. the fd map is applied and every other descriptor is closed (close_range);
-//   5. optional chdir(), then execve().
+//   4. optional bind mounts, in a private mount namespace of the child's own (CLONE_NEWNS);
+//   5. the fd map is applied and every other descriptor is closed (close_range);
+//   6. optional credentials (groups, gid, uid), then PR_SET_PDEATHSIG again (a credential change
+//      clears it) and the parent re-checked; optional no_new_privs;
+//   7. optional "go" barrier: the child waits until the parent has written its pid into every
+//      cgroup.procs file it was given, so the program's first instruction runs in its cgroup;
+//   8. optional chdir(), then execve().
 // Nothing in that window allocates or logs. A failure is reported to the parent as {step, errno}
 // over a close-on-exec pipe and the child _exit()s; Spawn then returns the failure as a Status.
 #pragma once
@@ -43,6 +51,23 @@ struct SpawnOptions {
   int netns_fd = -1;
   // chdir() target in the child; empty keeps the parent's working directory.
   std::string cwd;
+  // {source, target}: bind-mounted in that order in a private mount namespace of the child's own
+  // (the mounts vanish with it; nothing is mounted in the caller's namespace). Needs
+  // CAP_SYS_ADMIN. Empty: the caller's mount namespace.
+  std::vector<std::pair<std::string, std::string>> bind_mounts;
+  // Run the program as this uid/gid with exactly these supplementary groups (needs CAP_SETUID and
+  // CAP_SETGID). Unset: the caller's credentials.
+  struct Credentials {
+    uid_t uid = 65534;
+    gid_t gid = 65534;
+    std::vector<gid_t> groups;
+  };
+  std::optional<Credentials> credentials;
+  // PR_SET_NO_NEW_PRIVS before exec: no setuid or file-capability gain for the program.
+  bool no_new_privs = false;
+  // cgroup.procs files the child's pid is written to before it may exec (one per v1 hierarchy,
+  // or the one v2 file). If any write fails, the child is killed and Spawn fails.
+  std::vector<std::string> cgroup_procs_files;
 };
 
 // How a process ended (from waitid).

@@ -71,7 +71,16 @@ inline bool IsBidiControl(uint32_t cp) {
 }
 inline bool IsInvisibleFormat(uint32_t cp) {
   return IsBidiControl(cp) || (cp >= 0x200B && cp <= 0x200F) || cp == 0x2028 || cp == 0x2029 ||
-         (cp >= 0x2060 && cp <= 0x2064) || cp == 0xFEFF;
+         (cp >= 0x2060 && cp <= 0x2064) || cp == 0xFEFF || cp == 0x061C || cp == 0x00AD;
+}
+
+// The sequence at s[i]: its length, with *cp set; 0 when it is not valid (or cut short).
+inline size_t DecodeUtf8At(std::string_view s, size_t i, uint32_t* cp) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
+  Utf8Char c = DecodeUtf8(p, reinterpret_cast<const unsigned char*>(s.data()) + s.size());
+  if (c.status != Utf8Status::kOk) return 0;
+  *cp = c.code_point;
+  return c.length;
 }
 
 // Whether all of `s` is strict UTF-8.

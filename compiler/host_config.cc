@@ -108,6 +108,23 @@ std::optional<std::string> ReadAbsolutePath(const dsl::Value& v, Diags& d, const
   return text;
 }
 
+// `platforms = [systrap, ptrace]`: the gVisor platforms offered; at least one, each once.
+void GvisorPlatforms(const dsl::Value& v, Diags& d, plan::GvisorBackendSettings& g) {
+  const auto* items = ReadList(v, d, "platforms");
+  if (!items) return;
+  std::set<std::string> out;
+  for (const auto& item : *items) {
+    auto p = ReadChoice(item, d, "gvisor platform", {"systrap", "ptrace"});
+    if (p && !out.insert(*p).second)
+      d.Error("E025", item.span, "platform `" + *p + "` is listed twice");
+  }
+  if (out.empty() && d.errors() == 0) {
+    d.Error("E023", v.span, "at least one gvisor platform must be offered");
+    return;
+  }
+  g.platforms = out;
+}
+
 // `backends { gvisor { ... } microvm { ... } native { } }`: the backends offered, with settings.
 void BackendBlocks(const Statement& s, Diags& d, plan::Ceilings& c, plan::BackendSettings& b) {
   std::set<plan::Backend> out;
@@ -127,30 +144,32 @@ void BackendBlocks(const Statement& s, Diags& d, plan::Ceilings& c, plan::Backen
     }
     if (!ExpectBlock(x, d, kw)) continue;
     if (*backend == plan::Backend::kGvisor) {
-      ForEachSetting(x, d, "gvisor", {"runsc"}, [&](const std::string& k, const dsl::Value& v) {
-        if (auto p = ReadAbsolutePath(v, d, k)) b.gvisor.runsc = *p;
-      });
+      ForEachSetting(x, d, "gvisor", {"runsc", "platforms"},
+                     [&](const std::string& k, const dsl::Value& v) {
+                       if (k == "platforms") return GvisorPlatforms(v, d, b.gvisor);
+                       if (auto p = ReadAbsolutePath(v, d, k)) b.gvisor.runsc = *p;
+                     });
     } else if (*backend == plan::Backend::kMicrovm) {
       plan::MicrovmBackendSettings& m = b.microvm;
-      ForEachSetting(
-          x, d, "microvm", {"qemu", "kernel", "initramfs", "state_root", "kvm", "tcg_for_untrusted"},
-          [&](const std::string& k, const dsl::Value& v) {
-            if (k == "kvm") {
-              auto mode = ReadChoice(v, d, "kvm", {"auto", "require", "never"});
-              if (mode) {
-                m.kvm = *mode == "auto"      ? plan::KvmMode::kAuto
-                        : *mode == "require" ? plan::KvmMode::kRequire
-                                             : plan::KvmMode::kNever;
-              }
-            } else if (k == "tcg_for_untrusted") {
-              if (auto on = ReadBool(v, d, k)) m.tcg_for_untrusted = *on;
-            } else if (auto p = ReadAbsolutePath(v, d, k)) {
-              (k == "qemu"        ? m.qemu
-               : k == "kernel"    ? m.kernel
-               : k == "initramfs" ? m.initramfs
-                                  : m.state_root) = *p;
-            }
-          });
+      ForEachSetting(x, d, "microvm",
+                     {"qemu", "kernel", "initramfs", "state_root", "kvm", "tcg_for_untrusted"},
+                     [&](const std::string& k, const dsl::Value& v) {
+                       if (k == "kvm") {
+                         auto mode = ReadChoice(v, d, "kvm", {"auto", "require", "never"});
+                         if (mode) {
+                           m.kvm = *mode == "auto"      ? plan::KvmMode::kAuto
+                                   : *mode == "require" ? plan::KvmMode::kRequire
+                                                        : plan::KvmMode::kNever;
+                         }
+                       } else if (k == "tcg_for_untrusted") {
+                         if (auto on = ReadBool(v, d, k)) m.tcg_for_untrusted = *on;
+                       } else if (auto p = ReadAbsolutePath(v, d, k)) {
+                         (k == "qemu"        ? m.qemu
+                          : k == "kernel"    ? m.kernel
+                          : k == "initramfs" ? m.initramfs
+                                             : m.state_root) = *p;
+                       }
+                     });
     } else {
       ForEachSetting(x, d, "native", {}, [](const std::string&, const dsl::Value&) {});
     }
@@ -165,30 +184,30 @@ void BackendBlocks(const Statement& s, Diags& d, plan::Ceilings& c, plan::Backen
 // `cgroups { parent = "safex"  memory = 16GiB  pids = 8192  cpus = 2 }`: the delegated cgroup.
 void Cgroups(const Statement& s, Diags& d, plan::CgroupSettings& c) {
   if (!ExpectBlock(s, d, "cgroups")) return;
-  ForEachSetting(s, d, "cgroups", {"parent", "memory", "pids", "cpus"},
-                 [&](const std::string& k, const dsl::Value& v) {
-                   if (k == "parent") {
-                     auto text = ReadString(v, d, k);
-                     if (!text) return;
-                     // Relative, normalised, below each hierarchy's root: "safex", "a/b".
-                     if (text->empty() || (*text)[0] == '/' ||
-                         !plan::IsNormalAbsolutePath("/" + *text)) {
-                       d.Error("E092", v.span,
-                               "cgroup parent \"" + *text +
-                                   "\" must be a relative, normalised path such as \"safex\"");
-                       return;
-                     }
-                     c.parent = *text;
-                   } else if (k == "memory") {
-                     if (auto n = ReadSize(v, d, k)) c.memory_bytes = *n;
-                   } else if (auto n = ReadInteger(v, d, k, 1, k == "cpus" ? 4096 : (1u << 22))) {
-                     if (k == "pids") {
-                       c.pids = *n;
-                     } else {
-                       c.cpus = static_cast<uint32_t>(*n);
-                     }
-                   }
-                 });
+  ForEachSetting(
+      s, d, "cgroups", {"parent", "memory", "pids", "cpus"},
+      [&](const std::string& k, const dsl::Value& v) {
+        if (k == "parent") {
+          auto text = ReadString(v, d, k);
+          if (!text) return;
+          // Relative, normalised, below each hierarchy's root: "safex", "a/b".
+          if (text->empty() || (*text)[0] == '/' || !plan::IsNormalAbsolutePath("/" + *text)) {
+            d.Error("E092", v.span,
+                    "cgroup parent \"" + *text +
+                        "\" must be a relative, normalised path such as \"safex\"");
+            return;
+          }
+          c.parent = *text;
+        } else if (k == "memory") {
+          if (auto n = ReadSize(v, d, k)) c.memory_bytes = *n;
+        } else if (auto n = ReadInteger(v, d, k, 1, k == "cpus" ? 4096 : (1u << 22))) {
+          if (k == "pids") {
+            c.pids = *n;
+          } else {
+            c.cpus = static_cast<uint32_t>(*n);
+          }
+        }
+      });
 }
 
 void Backends(const Statement& s, Diags& d, plan::Ceilings& c, plan::BackendSettings& b) {
@@ -547,9 +566,7 @@ const std::map<std::string, Section>& Sections() {
   static const std::map<std::string, Section> kSections = {
       {"ceilings", [](const Statement& s, Diags& d, HostConfig& h) { Ceilings(s, d, h.ceilings); }},
       {"backends",
-       [](const Statement& s, Diags& d, HostConfig& h) {
-         Backends(s, d, h.ceilings, h.backends);
-       }},
+       [](const Statement& s, Diags& d, HostConfig& h) { Backends(s, d, h.ceilings, h.backends); }},
       {"cgroups", [](const Statement& s, Diags& d, HostConfig& h) { Cgroups(s, d, h.cgroups); }},
       {"allow_egress_ranges",
        [](const Statement& s, Diags& d, HostConfig& h) { EgressRanges(s, d, h.ceilings); }},

@@ -10,14 +10,14 @@
 //     backends = [gvisor, microvm]     # add `native` to let trusted policies use it; or, with
 //                                      # settings (a block per backend offered, all optional):
 //     backends {
-//       gvisor  { runsc = "/usr/local/bin/runsc" }
+//       gvisor  { runsc = "/usr/local/bin/runsc"  platforms = [systrap, ptrace] }
 //       microvm { qemu = "/usr/bin/qemu-system-x86_64"  kernel = "..."  initramfs = "..."
 //                 state_root = "/var/lib/safex/microvm"  kvm = auto   # auto | require | never
 //                 tcg_for_untrusted = false }  # TCG is no boundary: true only on test hosts
 //       native  { }
 //     }
-//     cgroups { parent = "safex"  memory = 16GiB  pids = 8192  cpus = 2 }   # all sandboxes together
-//     allow_egress_ranges = ["10.20.0.0/16"]   # private/CGNAT ranges policies may reach
+//     cgroups { parent = "safex"  memory = 16GiB  pids = 8192  cpus = 2 }   # all sandboxes
+//     together allow_egress_ranges = ["10.20.0.0/16"]   # private/CGNAT ranges policies may reach
 //     forbid_mounts = ["/srv/secrets"]         # host paths no policy may bind
 //   }
 //

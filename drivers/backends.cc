@@ -15,6 +15,7 @@ std::unique_ptr<Backends> Backends::Create(const BackendsConfig& config) {
       case plan::Backend::kGvisor: {
         GvisorOptions g;
         g.runsc_path = config.settings.gvisor.runsc;
+        g.platforms = config.settings.gvisor.platforms;
         g.state_root = config.state_root;
         g.cgroup_parent = config.cgroups.parent;
         g.network_provider = config.network_provider;

@@ -19,9 +19,9 @@
 namespace safex::drivers {
 
 struct BackendsConfig {
-  plan::BackendSettings settings;     // the host config's `backends { }`
-  std::set<plan::Backend> offered;    // the host's ceilings.allowed_backends
-  plan::CgroupSettings cgroups;       // the delegated cgroup every run's cgroup goes below
+  plan::BackendSettings settings;         // the host config's `backends { }`
+  std::set<plan::Backend> offered;        // the host's ceilings.allowed_backends
+  plan::CgroupSettings cgroups;           // the delegated cgroup every run's cgroup goes below
   std::string state_root = "/run/safex";  // gVisor's per-run state (`--state-root`, `state_dir`)
   net::NetworkProvider network_provider;  // for plans that grant egress ("": such runs refused)
 };

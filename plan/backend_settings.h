@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "plan/plan.h"
@@ -12,6 +13,11 @@ namespace safex::plan {
 
 struct GvisorBackendSettings {
   std::string runsc = "/usr/local/bin/runsc";
+  // The gVisor platforms this host offers. The plan names its platform (and its digest covers
+  // it), so this is not a default but a gate: a plan naming another one is refused before
+  // anything runs, never moved to a platform its author did not choose. `kvm` is not a choice
+  // (it hangs under nested virtualisation; docs/gvisor-notes.md).
+  std::set<std::string> platforms = {"systrap", "ptrace"};
 };
 
 struct MicrovmBackendSettings {
@@ -39,7 +45,8 @@ struct BackendSettings {
 // where the operator caps all sandboxes together. Kept between runs (its per-run children are
 // not). 0 leaves a limit unset.
 struct CgroupSettings {
-  std::string parent = "safex";  // relative to each hierarchy's root, e.g. "safex" or "system/safex"
+  std::string parent =
+      "safex";  // relative to each hierarchy's root, e.g. "safex" or "system/safex"
   uint64_t memory_bytes = 0;
   uint64_t pids = 0;
   uint32_t cpus = 0;

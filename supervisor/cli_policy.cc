@@ -186,181 +186,185 @@ bool WriteAtomically(const std::string& path, const std::string& text) {
   return false;
 }
 
+void RegisterCheck(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<PolicyFlags>();
+  auto files = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = app.add_subcommand(
+      "check",
+      "parse, compile and verify policies; check a host config (a FILE starting with `host`, "
+      "or --host-config alone)");
+  AddCommonFlags(cmd, flags.get());
+  cmd->add_option("FILE", *files, "policy files, or host configs");
+  cmd->callback([flags, files, exit_code] {
+    // A host config named alone: check it, not a policy against it.
+    if (files->empty()) {
+      if (flags->host_config_opt->count() == 0) {
+        Print(stderr, "safex check: name policy files, or a host config with --host-config\n");
+        *exit_code = 2;
+        return;
+      }
+      *exit_code = Readable(flags->host_config) ? CheckHostConfig(flags->host_config) : 2;
+      return;
+    }
+    compiler::CompileOptions opt;
+    if (!Options(*flags, &opt)) {
+      *exit_code = 2;
+      return;
+    }
+    int status = 0;
+    for (const auto& path : *files) {
+      if (!Readable(path)) {
+        status = 2;
+        continue;
+      }
+      if (LooksLikeHostConfig(path)) {
+        int st = CheckHostConfig(path);
+        if (st != 0 && status == 0) status = st;
+        continue;
+      }
+      auto r = compiler::CompileFile(path, opt);
+      Print(stderr, compiler::RenderAll(r));
+      if (r.ok()) {
+        std::string extra = r.warnings() ? " (" + Summary(r) + ")" : "";
+        Print(stdout, path + ": ok, plan " + plan::PlanDigest(*r.plan) + extra + "\n");
+      } else {
+        Print(stdout, path + ": " + Summary(r) + "\n");
+        if (status == 0) status = 1;
+      }
+    }
+    *exit_code = status;
+  });
+}
+
+void RegisterCompile(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<PolicyFlags>();
+  auto file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile", "compile a policy and print its verified plan as canonical JSON");
+  AddCommonFlags(cmd, flags.get());
+  cmd->add_option("POLICY", *file, "policy file")->required();
+  cmd->callback([flags, file, exit_code] {
+    compiler::CompileOptions opt;
+    if (!Options(*flags, &opt) || !Readable(*file)) {
+      *exit_code = 2;
+      return;
+    }
+    auto plan = CompileAndReport(*file, opt);
+    if (!plan) {
+      *exit_code = 1;
+      return;
+    }
+    Print(stdout, plan::ToCanonicalJsonWithDigest(*plan) + "\n");
+    *exit_code = 0;
+  });
+}
+
+void RegisterExplain(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<PolicyFlags>();
+  auto file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("explain", "say in plain English what a policy lets code do");
+  AddCommonFlags(cmd, flags.get());
+  cmd->add_option("POLICY", *file, "policy file")->required();
+  cmd->callback([flags, file, exit_code] {
+    compiler::CompileOptions opt;
+    if (!Options(*flags, &opt) || !Readable(*file)) {
+      *exit_code = 2;
+      return;
+    }
+    auto plan = CompileAndReport(*file, opt);
+    if (!plan) {
+      *exit_code = 1;
+      return;
+    }
+    Print(stdout, compiler::Explain(*plan));
+    Print(stdout, "\nplan digest " + plan::PlanDigest(*plan) + "\n");
+    *exit_code = 0;
+  });
+}
+
+void RegisterFmt(CLI::App& app, int* exit_code) {
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto check = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("fmt", "rewrite policy files in the canonical layout");
+  cmd->add_flag("--check", *check, "change nothing; exit 1 if a file is not formatted");
+  cmd->add_option("FILE", *files, "policy files")->required();
+  cmd->callback([files, check, exit_code] {
+    int status = 0;
+    for (const auto& path : *files) {
+      std::string err;
+      auto text = compiler::ReadSourceFile(path, &err);
+      if (!text) {
+        Print(stderr, "safex: cannot read " + path + ": " + err + "\n");
+        status = 2;
+        continue;
+      }
+      auto parsed = dsl::Parse(path, *text);
+      if (!parsed.ok()) {
+        for (const auto& d : parsed.diagnostics) Print(stderr, dsl::RenderDiagnostic(d, *text));
+        if (status == 0) status = 1;
+        continue;
+      }
+      std::string formatted = dsl::Format(parsed.file);
+      if (formatted == *text) continue;
+      if (*check) {
+        Print(stdout, path + ": not formatted\n");
+        if (status == 0) status = 1;
+      } else if (!WriteAtomically(path, formatted)) {
+        Print(stderr, "safex: cannot write " + path + "\n");
+        status = 2;
+      } else {
+        Print(stdout, path + ": formatted\n");
+      }
+    }
+    *exit_code = status;
+  });
+}
+
+void RegisterDiff(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<PolicyFlags>();
+  auto old_file = std::make_shared<std::string>();
+  auto new_file = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "diff", "what a policy change loosens or tightens (exit 1 if it loosens anything)");
+  AddCommonFlags(cmd, flags.get());
+  cmd->add_option("OLD", *old_file, "the policy before")->required();
+  cmd->add_option("NEW", *new_file, "the policy after")->required();
+  cmd->callback([flags, old_file, new_file, exit_code] {
+    compiler::CompileOptions opt;
+    if (!Options(*flags, &opt) || !Readable(*old_file) || !Readable(*new_file)) {
+      *exit_code = 2;
+      return;
+    }
+    auto a = CompileAndReport(*old_file, opt);
+    auto b = CompileAndReport(*new_file, opt);
+    if (!a || !b) {
+      *exit_code = 2;
+      return;
+    }
+    auto changes = compiler::ComparePlans(*a, *b);
+    if (changes.empty()) {
+      Print(stdout, "no changes to what the code may do\n");
+      *exit_code = 0;
+      return;
+    }
+    Print(stdout, compiler::DescribeChanges(changes));
+    size_t loosens = 0;
+    for (const auto& c : changes) loosens += c.effect == compiler::Change::Effect::kLoosens;
+    Print(stdout, loosens ? std::to_string(loosens) + " change" + (loosens == 1 ? "" : "s") +
+                                " loosen the policy\n"
+                          : "nothing is loosened\n");
+    *exit_code = loosens ? 1 : 0;
+  });
+}
+
 }  // namespace
 
 void RegisterPolicyCommands(CLI::App& app, int* exit_code) {
-  // --- check ------------------------------------------------------------------------------
-  {
-    auto flags = std::make_shared<PolicyFlags>();
-    auto files = std::make_shared<std::vector<std::string>>();
-    CLI::App* cmd = app.add_subcommand(
-        "check",
-        "parse, compile and verify policies; check a host config (a FILE starting with `host`, "
-        "or --host-config alone)");
-    AddCommonFlags(cmd, flags.get());
-    cmd->add_option("FILE", *files, "policy files, or host configs");
-    cmd->callback([flags, files, exit_code] {
-      // A host config named alone: check it, not a policy against it.
-      if (files->empty()) {
-        if (flags->host_config_opt->count() == 0) {
-          Print(stderr, "safex check: name policy files, or a host config with --host-config\n");
-          *exit_code = 2;
-          return;
-        }
-        *exit_code = Readable(flags->host_config) ? CheckHostConfig(flags->host_config) : 2;
-        return;
-      }
-      compiler::CompileOptions opt;
-      if (!Options(*flags, &opt)) {
-        *exit_code = 2;
-        return;
-      }
-      int status = 0;
-      for (const auto& path : *files) {
-        if (!Readable(path)) {
-          status = 2;
-          continue;
-        }
-        if (LooksLikeHostConfig(path)) {
-          int st = CheckHostConfig(path);
-          if (st != 0 && status == 0) status = st;
-          continue;
-        }
-        auto r = compiler::CompileFile(path, opt);
-        Print(stderr, compiler::RenderAll(r));
-        if (r.ok()) {
-          std::string extra = r.warnings() ? " (" + Summary(r) + ")" : "";
-          Print(stdout, path + ": ok, plan " + plan::PlanDigest(*r.plan) + extra + "\n");
-        } else {
-          Print(stdout, path + ": " + Summary(r) + "\n");
-          if (status == 0) status = 1;
-        }
-      }
-      *exit_code = status;
-    });
-  }
-  // --- compile ----------------------------------------------------------------------------
-  {
-    auto flags = std::make_shared<PolicyFlags>();
-    auto file = std::make_shared<std::string>();
-    CLI::App* cmd = app.add_subcommand(
-        "compile", "compile a policy and print its verified plan as canonical JSON");
-    AddCommonFlags(cmd, flags.get());
-    cmd->add_option("POLICY", *file, "policy file")->required();
-    cmd->callback([flags, file, exit_code] {
-      compiler::CompileOptions opt;
-      if (!Options(*flags, &opt) || !Readable(*file)) {
-        *exit_code = 2;
-        return;
-      }
-      auto plan = CompileAndReport(*file, opt);
-      if (!plan) {
-        *exit_code = 1;
-        return;
-      }
-      Print(stdout, plan::ToCanonicalJsonWithDigest(*plan) + "\n");
-      *exit_code = 0;
-    });
-  }
-  // --- explain ----------------------------------------------------------------------------
-  {
-    auto flags = std::make_shared<PolicyFlags>();
-    auto file = std::make_shared<std::string>();
-    CLI::App* cmd =
-        app.add_subcommand("explain", "say in plain English what a policy lets code do");
-    AddCommonFlags(cmd, flags.get());
-    cmd->add_option("POLICY", *file, "policy file")->required();
-    cmd->callback([flags, file, exit_code] {
-      compiler::CompileOptions opt;
-      if (!Options(*flags, &opt) || !Readable(*file)) {
-        *exit_code = 2;
-        return;
-      }
-      auto plan = CompileAndReport(*file, opt);
-      if (!plan) {
-        *exit_code = 1;
-        return;
-      }
-      Print(stdout, compiler::Explain(*plan));
-      Print(stdout, "\nplan digest " + plan::PlanDigest(*plan) + "\n");
-      *exit_code = 0;
-    });
-  }
-  // --- fmt --------------------------------------------------------------------------------
-  {
-    auto files = std::make_shared<std::vector<std::string>>();
-    auto check = std::make_shared<bool>(false);
-    CLI::App* cmd = app.add_subcommand("fmt", "rewrite policy files in the canonical layout");
-    cmd->add_flag("--check", *check, "change nothing; exit 1 if a file is not formatted");
-    cmd->add_option("FILE", *files, "policy files")->required();
-    cmd->callback([files, check, exit_code] {
-      int status = 0;
-      for (const auto& path : *files) {
-        std::string err;
-        auto text = compiler::ReadSourceFile(path, &err);
-        if (!text) {
-          Print(stderr, "safex: cannot read " + path + ": " + err + "\n");
-          status = 2;
-          continue;
-        }
-        auto parsed = dsl::Parse(path, *text);
-        if (!parsed.ok()) {
-          for (const auto& d : parsed.diagnostics) Print(stderr, dsl::RenderDiagnostic(d, *text));
-          if (status == 0) status = 1;
-          continue;
-        }
-        std::string formatted = dsl::Format(parsed.file);
-        if (formatted == *text) continue;
-        if (*check) {
-          Print(stdout, path + ": not formatted\n");
-          if (status == 0) status = 1;
-        } else if (!WriteAtomically(path, formatted)) {
-          Print(stderr, "safex: cannot write " + path + "\n");
-          status = 2;
-        } else {
-          Print(stdout, path + ": formatted\n");
-        }
-      }
-      *exit_code = status;
-    });
-  }
-  // --- diff -------------------------------------------------------------------------------
-  {
-    auto flags = std::make_shared<PolicyFlags>();
-    auto old_file = std::make_shared<std::string>();
-    auto new_file = std::make_shared<std::string>();
-    CLI::App* cmd = app.add_subcommand(
-        "diff", "what a policy change loosens or tightens (exit 1 if it loosens anything)");
-    AddCommonFlags(cmd, flags.get());
-    cmd->add_option("OLD", *old_file, "the policy before")->required();
-    cmd->add_option("NEW", *new_file, "the policy after")->required();
-    cmd->callback([flags, old_file, new_file, exit_code] {
-      compiler::CompileOptions opt;
-      if (!Options(*flags, &opt) || !Readable(*old_file) || !Readable(*new_file)) {
-        *exit_code = 2;
-        return;
-      }
-      auto a = CompileAndReport(*old_file, opt);
-      auto b = CompileAndReport(*new_file, opt);
-      if (!a || !b) {
-        *exit_code = 2;
-        return;
-      }
-      auto changes = compiler::ComparePlans(*a, *b);
-      if (changes.empty()) {
-        Print(stdout, "no changes to what the code may do\n");
-        *exit_code = 0;
-        return;
-      }
-      Print(stdout, compiler::DescribeChanges(changes));
-      size_t loosens = 0;
-      for (const auto& c : changes) loosens += c.effect == compiler::Change::Effect::kLoosens;
-      Print(stdout, loosens ? std::to_string(loosens) + " change" + (loosens == 1 ? "" : "s") +
-                                  " loosen the policy\n"
-                            : "nothing is loosened\n");
-      *exit_code = loosens ? 1 : 0;
-    });
-  }
+  RegisterCheck(app, exit_code);
+  RegisterCompile(app, exit_code);
+  RegisterExplain(app, exit_code);
+  RegisterFmt(app, exit_code);
+  RegisterDiff(app, exit_code);
 }
 
 }  // namespace safex::cli

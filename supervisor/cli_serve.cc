@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "compiler/host_config.h"
 #include "common/unique_fd.h"
+#include "compiler/host_config.h"
 #include "supervisor/cli.h"
 #include "supervisor/serve/server.h"
 
@@ -40,9 +40,9 @@ void NotifySystemd(const char* state) {
   if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
   UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd) return;
-  ssize_t n = sendto(fd.get(), state, std::strlen(state), MSG_NOSIGNAL,
-                     reinterpret_cast<sockaddr*>(&addr),
-                     static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+  ssize_t n =
+      sendto(fd.get(), state, std::strlen(state), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
   (void)n;
 }
 

@@ -38,8 +38,8 @@ struct Copier {
     if (fstat(in.get(), &now) != 0 || !S_ISREG(now.st_mode)) {
       return Status::InvalidArgument("input " + shown + " changed while it was copied");
     }
-    UniqueFd out(openat(dst_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0444));
+    UniqueFd out(
+        openat(dst_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
     if (!out) return Status::Errno("create staged file", shown, errno);
     uint64_t left = limits.max_bytes - bytes;
     uint64_t copied = 0;
@@ -87,12 +87,14 @@ struct Copier {
       if (S_ISREG(st.st_mode)) {
         SAFEX_RETURN_IF_ERROR(CopyFile(src_dir, dst_dir, name, child, st));
       } else if (S_ISDIR(st.st_mode)) {
-        UniqueFd sub(openat(src_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd sub(
+            openat(src_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub) return Status::Errno("open input dir", child, errno);
         if (mkdirat(dst_dir, name.c_str(), 0700) != 0) {
           return Status::Errno("mkdir staged dir", child, errno);
         }
-        UniqueFd dsub(openat(dst_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd dsub(
+            openat(dst_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!dsub) return Status::Errno("open staged dir", child, errno);
         SAFEX_RETURN_IF_ERROR(CopyDir(sub.get(), dsub.get(), child, depth + 1));
         if (fchmod(dsub.get(), 0555) != 0) return Status::Errno("chmod staged dir", child, errno);
@@ -108,7 +110,6 @@ struct Copier {
     return Status::Ok();
   }
 };
-
 
 }  // namespace
 

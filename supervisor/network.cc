@@ -17,8 +17,8 @@ drivers::net::NetworkConfig NetworkConfigFrom(const compiler::NetworkSettings& s
 }
 
 drivers::net::NetworkProvider MakeNetworkProvider(drivers::net::NetworkConfig config,
-                                             plan::Ceilings ceilings,
-                                             drivers::net::Resolver resolver) {
+                                                  plan::Ceilings ceilings,
+                                                  drivers::net::Resolver resolver) {
   return
       [config = std::move(config), ceilings = std::move(ceilings), resolver = std::move(resolver)](
           const plan::Plan& plan,

@@ -21,7 +21,6 @@ namespace {
 constexpr char kSuffix[] = ".run";
 constexpr size_t kMaxRecordBytes = 64 * 1024;
 
-
 Status WriteAllFd(int fd, const std::string& data, const std::string& path) {
   size_t off = 0;
   while (off < data.size()) {

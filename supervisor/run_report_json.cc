@@ -1,9 +1,8 @@
 // ReportToJson (declared in runner.h): the one-object JSON form of a run's report, as
 // `safex run --json` prints it and the service answers it.
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "supervisor/output/escape.h"
 #include "supervisor/output/report_json.h"

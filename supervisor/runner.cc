@@ -4,6 +4,7 @@
 #include "supervisor/runner.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,14 +14,13 @@
 #include <string>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "audit/audited_run.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "supervisor/input_stage.h"
 #include "supervisor/output/delivery.h"
 #include "supervisor/output/output_files.h"
+#include "supervisor/output/report_json.h"
 #include "supervisor/private_dir.h"
 #include "supervisor/run_record.h"
 
@@ -44,7 +44,8 @@ const plan::Mount* FindMount(const plan::Plan& p, plan::MountKind kind) {
 // links on the caller's behalf into places they did not name).
 Status CheckDirectory(const std::string& path, const char* what) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return Status::Errno(std::string("lstat ") + what, path, errno);
+  if (lstat(path.c_str(), &st) != 0)
+    return Status::Errno(std::string("lstat ") + what, path, errno);
   if (!S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument(fmt::format("{} {} is not a directory", what, path));
   }
@@ -206,11 +207,12 @@ class RunAttempt {
     start.start_time_ns = NowNs();
 
     audit::AuditFailure failure = audit::AuditFailure::kBeforeRun;
-    auto end = audit::RunAudited(log_, start, [this] { return RunAndValidate(); }, &failure);
+    auto end = audit::RunAudited(
+        log_, start, [this] { return RunAndValidate(); }, &failure);
     if (!end.ok()) {
-      Withhold(failure == audit::AuditFailure::kBeforeRun ? Verdict::kRefused
-                                                          : Verdict::kSetupError,
-               end.status().message());
+      Withhold(
+          failure == audit::AuditFailure::kBeforeRun ? Verdict::kRefused : Verdict::kSetupError,
+          end.status().message());
     }
     if (end.ok() || failure == audit::AuditFailure::kBeforeRun) {
       record_.Remove().ok();
@@ -304,8 +306,8 @@ class RunAttempt {
       delivery_ = std::move(delivered).value();
       return;
     }
-    report_.reason = fmt::format("output files could not be delivered to {}: {}",
-                                 spec_.output_dir, delivered.status().message());
+    report_.reason = fmt::format("output files could not be delivered to {}: {}", spec_.output_dir,
+                                 delivered.status().message());
     end->error = report_.reason;
     if (OutputDecidesVerdict(report_.verdict)) report_.verdict = Verdict::kDeliveryFailed;
   }

@@ -21,7 +21,6 @@ namespace {
 using namespace safex;
 using Clock = std::chrono::steady_clock;
 
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

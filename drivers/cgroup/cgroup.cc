@@ -90,8 +90,9 @@ Result<CgroupHost> CgroupHost::Detect(const std::string& root_in, CgroupFs* fs) 
 
   h.version_ = Version::kV1;
   DIR* d = opendir(h.root_.c_str());
-  if (d == nullptr) return Status::Unavailable("cgroups: cannot open " + h.root_ + ": " +
-                                               std::string(strerror(errno)));
+  if (d == nullptr)
+    return Status::Unavailable("cgroups: cannot open " + h.root_ + ": " +
+                               std::string(strerror(errno)));
   // Several names may reach one hierarchy (e.g. cpu -> cpu,cpuacct): merge them by inode.
   std::map<std::pair<dev_t, ino_t>, V1Hierarchy> found;
   std::map<std::pair<dev_t, ino_t>, bool> found_real_dir;
@@ -159,8 +160,9 @@ Status CgroupHost::CheckUsable(const std::string& parent) const {
                                ": controller(s) not available: " + m);
   }
   // The real test of "writable": create and remove a throwaway run cgroup with every limit set.
-  std::string probe = "probe-" + std::to_string(getpid()) + "-" +
-                      std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
+  std::string probe =
+      "probe-" + std::to_string(getpid()) + "-" +
+      std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
   Limits l;
   l.memory_bytes = 64u << 20;
   l.pids_max = 64;
@@ -171,7 +173,8 @@ Status CgroupHost::CheckUsable(const std::string& parent) const {
                                " not writable: " + rc.status().message());
   }
   Status st = rc->Destroy();
-  if (!st.ok()) return Status::Unavailable("cgroups: cannot remove a probe cgroup: " + st.message());
+  if (!st.ok())
+    return Status::Unavailable("cgroups: cannot remove a probe cgroup: " + st.message());
   return Status::Ok();
 }
 
@@ -225,7 +228,8 @@ Status CgroupHost::EnsureParent(const std::string& parent) const {
             }
             std::vector<std::string> w = Words(from_parent);
             if (!w.empty()) {
-              if (int err = fs_->WriteFile(cur + f, w[0]); err != 0) return FsError("write", cur + f, err);
+              if (int err = fs_->WriteFile(cur + f, w[0]); err != 0)
+                return FsError("write", cur + f, err);
             }
           }
         }
@@ -263,7 +267,8 @@ Result<RunCgroup> CgroupHost::CreateRun(const std::string& parent, const std::st
 
   for (const V1Hierarchy& h : v1_) {
     SAFEX_RETURN_IF_ERROR(make(h.dir + rc.rel_));
-    for (const std::string& c : h.controllers) rc.by_controller_.emplace_back(c, rc.dirs_.size() - 1);
+    for (const std::string& c : h.controllers)
+      rc.by_controller_.emplace_back(c, rc.dirs_.size() - 1);
     const std::string& dir = rc.dirs_.back();
     if (Contains(h.controllers, "cpuset")) {
       for (const char* f : {"cpuset.cpus", "cpuset.mems"}) {
@@ -300,12 +305,15 @@ Status CgroupHost::WriteV2Limits(const std::string& dir, const Limits& limits) c
   if (limits.memory_bytes > 0) {
     SAFEX_RETURN_IF_ERROR(Write(dir, "memory.max", std::to_string(limits.memory_bytes)));
     // Swapping would let a run hold more than its limit at the host's expense.
-    if (fs_->Exists(dir + "/memory.swap.max")) SAFEX_RETURN_IF_ERROR(Write(dir, "memory.swap.max", "0"));
+    if (fs_->Exists(dir + "/memory.swap.max"))
+      SAFEX_RETURN_IF_ERROR(Write(dir, "memory.swap.max", "0"));
   }
-  if (limits.pids_max > 0) SAFEX_RETURN_IF_ERROR(Write(dir, "pids.max", std::to_string(limits.pids_max)));
+  if (limits.pids_max > 0)
+    SAFEX_RETURN_IF_ERROR(Write(dir, "pids.max", std::to_string(limits.pids_max)));
   if (limits.cpus > 0) {
-    SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.max", std::to_string(limits.cpus * kCpuPeriodUs) + " " +
-                                                    std::to_string(kCpuPeriodUs)));
+    SAFEX_RETURN_IF_ERROR(
+        Write(dir, "cpu.max",
+              std::to_string(limits.cpus * kCpuPeriodUs) + " " + std::to_string(kCpuPeriodUs)));
   }
   return Status::Ok();
 }
@@ -325,7 +333,8 @@ Status CgroupHost::WriteV1Limits(const std::vector<std::string>& controllers,
   }
   if (Contains(controllers, "cpu") && limits.cpus > 0) {
     SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.cfs_period_us", std::to_string(kCpuPeriodUs)));
-    SAFEX_RETURN_IF_ERROR(Write(dir, "cpu.cfs_quota_us", std::to_string(limits.cpus * kCpuPeriodUs)));
+    SAFEX_RETURN_IF_ERROR(
+        Write(dir, "cpu.cfs_quota_us", std::to_string(limits.cpus * kCpuPeriodUs)));
   }
   return Status::Ok();
 }
@@ -345,7 +354,8 @@ Result<RunCgroup> CgroupHost::Adopt(const std::string& parent, const std::string
     for (const V1Hierarchy& h : v1_) {
       if (!fs_->Exists(h.dir + rc.rel_)) continue;
       rc.dirs_.push_back(h.dir + rc.rel_);
-      for (const std::string& c : h.controllers) rc.by_controller_.emplace_back(c, rc.dirs_.size() - 1);
+      for (const std::string& c : h.controllers)
+        rc.by_controller_.emplace_back(c, rc.dirs_.size() - 1);
     }
   }
   if (rc.dirs_.empty()) return Status::NotFound("no cgroup " + rc.rel_);
@@ -385,9 +395,11 @@ std::string RunCgroup::DirOf(const std::string& controller) const {
 }
 
 Result<std::string> RunCgroup::Read(const std::string& dir, const char* file) const {
-  if (dir.empty()) return Status::FailedPrecondition(std::string("cgroup: no hierarchy for ") + file);
+  if (dir.empty())
+    return Status::FailedPrecondition(std::string("cgroup: no hierarchy for ") + file);
   std::string out;
-  if (int err = fs_->ReadFile(dir + "/" + file, &out); err != 0) return FsError("read", dir + "/" + file, err);
+  if (int err = fs_->ReadFile(dir + "/" + file, &out); err != 0)
+    return FsError("read", dir + "/" + file, err);
   return out;
 }
 

@@ -32,9 +32,10 @@ const char* VersionName(Version v);
 
 // Limits applied when a run cgroup is created. 0 leaves that limit unset.
 struct Limits {
-  uint64_t memory_bytes = 0;  // v1 memory.limit_in_bytes (+ memsw: no swap); v2 memory.max (+ swap.max 0)
-  uint64_t pids_max = 0;      // pids.max
-  uint32_t cpus = 0;          // CFS quota of `cpus` whole CPUs per 100 ms period
+  uint64_t memory_bytes =
+      0;  // v1 memory.limit_in_bytes (+ memsw: no swap); v2 memory.max (+ swap.max 0)
+  uint64_t pids_max = 0;  // pids.max
+  uint32_t cpus = 0;      // CFS quota of `cpus` whole CPUs per 100 ms period
 };
 
 class RunCgroup;

@@ -56,11 +56,6 @@ Status CheckRun(const plan::Plan& plan, const RunRequest& req, const GvisorOptio
       lim.open_files == 0 || lim.output_bytes == 0 || lim.disk_bytes == 0 || lim.cpus == 0) {
     return Status::InvalidArgument("every limit must be set (is the plan verified?)");
   }
-  const std::string& platform = plan.gvisor.platform;
-  if (platform != "systrap" && platform != "ptrace") {
-    return Status::InvalidArgument("gvisor platform must be systrap or ptrace, not '" + platform +
-                                   "'");
-  }
   if (!plan.network.egress.empty() && !options.network_provider) {
     return Status::Unavailable(
         "gvisor: the plan grants egress but no network provider is configured; refusing rather "
@@ -165,6 +160,16 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
 
 Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req) const {
   SAFEX_RETURN_IF_ERROR(Driver::CheckRequest(plan, req));
+  const std::string& platform = plan.gvisor.platform;
+  if (platform != "systrap" && platform != "ptrace") {
+    return Status::InvalidArgument("gvisor platform must be systrap or ptrace, not '" + platform +
+                                   "'");
+  }
+  if (options_.platforms.count(platform) == 0) {
+    return Status::Unavailable("gvisor: this host does not offer the " + platform +
+                               " platform the plan names (host config: backends { gvisor { "
+                               "platforms } }); refused, nothing ran");
+  }
   for (size_t i = 0; i < req.argv.size(); ++i) {
     if (!IsValidUtf8(req.argv[i])) {
       return Status::InvalidArgument(
@@ -251,7 +256,8 @@ Status GvisorDriver::CleanRunDir(const Ready& ready, const std::string& name,
   if (!name.starts_with("probe-")) {
     const std::string state = dir + "/state";
     bool has_state = false;
-    for (const std::string& n : ListDirectoryOrEmpty(state)) has_state = has_state || n.ends_with(".state");
+    for (const std::string& n : ListDirectoryOrEmpty(state))
+      has_state = has_state || n.ends_with(".state");
     if (has_state) {
       auto d = RunTool({options_.runsc_path, "--root=" + state, "delete", "--force", name},
                        std::chrono::milliseconds(10000));
@@ -264,7 +270,8 @@ Status GvisorDriver::CleanRunDir(const Ready& ready, const std::string& name,
       note("cgroup " + name, cg.status());
     }
     std::vector<std::string> mounts;
-    for (const std::string& n : ListDirectoryOrEmpty(dir + "/out")) mounts.push_back(dir + "/out/" + n);
+    for (const std::string& n : ListDirectoryOrEmpty(dir + "/out"))
+      mounts.push_back(dir + "/out/" + n);
     mounts.push_back(dir + "/stdio");
     for (const std::string& m : mounts) {
       // Security: only mounts the driver made below its own state root are unmounted here.
@@ -290,7 +297,7 @@ Status GvisorDriver::CleanupStale(int* cleaned) {
     if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     bool probe = name.starts_with("probe-");
     if (!probe && !IsValidRunId(name)) continue;  // not ours
-    if (IsPersistentEntry(name)) continue;      // kept on purpose (common/persistent_state.h)
+    if (IsPersistentEntry(name)) continue;        // kept on purpose (common/persistent_state.h)
     // Other components keep their own directories under the same root (e.g. drivers/net's
     // "net", whose slot records must outlive this cleanup): only a directory holding nothing but
     // what Run() creates there is a run directory.

@@ -22,18 +22,23 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/status.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/driver.h"
 #include "drivers/net/network_provider.h"
+#include "plan/backend_settings.h"
 #include "plan/plan.h"
 
 namespace safex::drivers {
 
 struct GvisorOptions {
-  std::string runsc_path = "/usr/local/bin/runsc";
+  // Defaults: the host config's (plan/backend_settings.h), so each default is written once.
+  std::string runsc_path = plan::GvisorBackendSettings().runsc;
+  // The platforms the host offers (host config `backends { gvisor { platforms } }`).
+  std::set<std::string> platforms = plan::GvisorBackendSettings().platforms;
   // Parent of every run's private directory (runsc state, bundle, output tmpfs).
   std::string state_root = "/run/safex";
   // Relative cgroup path under each hierarchy's root that holds the runs' cgroups.

@@ -1,8 +1,8 @@
 #include "drivers/gvisor/outcome.h"
 
-#include <csignal>
-
 #include <fmt/format.h>
+
+#include <csignal>
 
 namespace safex::drivers::gvisor {
 namespace {
@@ -38,9 +38,9 @@ void ApplyCountedLimits(const Observation& o, const plan::Limits& lim, Outcome* 
     // program coped (EAGAIN from fork inside gVisor means RLIMIT_NPROC; see notes).
     out->limit = LimitHit::kPids;
     const bool failed = out->exit_code != 0 || out->term_signal != 0;
-    out->limit_detail = fmt::format("fork/clone failed with EAGAIN {} times at pids = {}{}",
-                                    o.fork_failures, lim.pids,
-                                    failed ? "" : " (the program then exited normally)");
+    out->limit_detail =
+        fmt::format("fork/clone failed with EAGAIN {} times at pids = {}{}", o.fork_failures,
+                    lim.pids, failed ? "" : " (the program then exited normally)");
   } else if (out->term_signal == SIGXFSZ) {
     out->limit = LimitHit::kDisk;
     out->limit_detail =
@@ -95,9 +95,9 @@ Result<Outcome> Classify(const Observation& o, const plan::Limits& lim) {
                     o.runsc.ShellCode()) +
         (o.runsc_error.empty() ? "" : "\nrunsc: " + o.runsc_error));
   } else {
-    out.backend_error = fmt::format("sandbox ended abnormally (runsc exit {}){}",
-                                    o.runsc.ShellCode(),
-                                    o.runsc_error.empty() ? "" : ": " + o.runsc_error);
+    out.backend_error =
+        fmt::format("sandbox ended abnormally (runsc exit {}){}", o.runsc.ShellCode(),
+                    o.runsc_error.empty() ? "" : ": " + o.runsc_error);
     if (!o.runsc.exited) out.term_signal = o.runsc.signal;
   }
   ApplyCountedLimits(o, lim, &out);

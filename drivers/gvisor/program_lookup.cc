@@ -48,7 +48,8 @@ Presence BelowHostDir(const std::string& root, const std::string& rest) {
     if (part == "." || part == "..") return Presence::kUnknown;
     at += "/" + part;
     struct stat st {};
-    if (lstat(at.c_str(), &st) != 0) return errno == ENOENT ? Presence::kAbsent : Presence::kUnknown;
+    if (lstat(at.c_str(), &st) != 0)
+      return errno == ENOENT ? Presence::kAbsent : Presence::kUnknown;
     if (S_ISLNK(st.st_mode)) return Presence::kUnknown;
   }
   return Presence::kPresent;
@@ -73,8 +74,7 @@ Presence InSandbox(const plan::Plan& plan, const std::string& path, const std::s
 
 }  // namespace
 
-std::optional<std::string> CertainlyMissingProgram(const plan::Plan& plan,
-                                                   const std::string& argv0,
+std::optional<std::string> CertainlyMissingProgram(const plan::Plan& plan, const std::string& argv0,
                                                    const std::string& input_dir) {
   if (argv0.empty()) return std::nullopt;
   std::vector<std::string> candidates;

@@ -22,8 +22,7 @@ namespace safex::drivers::gvisor {
 
 // Why `argv0` is certainly not in the sandbox (for the record), or nullopt when it may be.
 // `input_dir` is the host directory behind the plan's input mount ("" : empty).
-std::optional<std::string> CertainlyMissingProgram(const plan::Plan& plan,
-                                                   const std::string& argv0,
+std::optional<std::string> CertainlyMissingProgram(const plan::Plan& plan, const std::string& argv0,
                                                    const std::string& input_dir);
 
 }  // namespace safex::drivers::gvisor

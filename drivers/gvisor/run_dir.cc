@@ -16,8 +16,6 @@
 #include "common/unique_fd.h"
 
 namespace safex::drivers::gvisor {
-namespace {
-
 
 PrivateDir::~PrivateDir() { Remove().ok(); }
 
@@ -87,9 +85,9 @@ Result<TmpfsMount> TmpfsMount::Mount(const std::string& path, const Options& o) 
   uint64_t inodes = o.max_inodes != 0 ? o.max_inodes : std::max<uint64_t>(256, o.size_bytes / 4096);
   char mode[16];
   snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(o.mode & 07777));
-  std::string data = "size=" + std::to_string(o.size_bytes) + ",nr_inodes=" +
-                     std::to_string(inodes) + ",mode=" + mode + ",uid=" + std::to_string(o.uid) +
-                     ",gid=" + std::to_string(o.gid);
+  std::string data = "size=" + std::to_string(o.size_bytes) +
+                     ",nr_inodes=" + std::to_string(inodes) + ",mode=" + mode +
+                     ",uid=" + std::to_string(o.uid) + ",gid=" + std::to_string(o.gid);
   unsigned long flags = 0;
   if (o.nosuid) flags |= MS_NOSUID;
   if (o.nodev) flags |= MS_NODEV;

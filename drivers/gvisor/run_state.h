@@ -64,13 +64,13 @@ class OutputCapture {
 struct RunState {
   std::string runsc_path;
   std::string run_id;
-  std::string state_dir;                 // runsc --root of this run
+  std::string state_dir;  // runsc --root of this run
   std::string bundle;
-  PrivateDir dir;                        // <state root>/<run id>, 0700
-  UniqueFd owner_lock;                   // flock'ed for the whole run (see CleanupStale)
-  StdioFiles stdio;                      // the program's stdout and stderr (stdio_files.h)
-  std::vector<TmpfsMount> outputs;       // one per kOutput mount
-  std::vector<size_t> output_mount_idx;  // plan mount index of each output
+  PrivateDir dir;                          // <state root>/<run id>, 0700
+  UniqueFd owner_lock;                     // flock'ed for the whole run (see CleanupStale)
+  StdioFiles stdio;                        // the program's stdout and stderr (stdio_files.h)
+  std::vector<TmpfsMount> outputs;         // one per kOutput mount
+  std::vector<size_t> output_mount_idx;    // plan mount index of each output
   std::vector<std::string> mount_sources;  // host source of each plan mount ("" for tmpfs)
   cgroup::RunCgroup cg;
   uint64_t pids_backstop = 0;

@@ -1,14 +1,13 @@
 #include "drivers/gvisor/run_steps.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <utility>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "common/owner_lock.h"
 #include "drivers/gvisor/rootfs.h"

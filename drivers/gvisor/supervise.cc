@@ -3,6 +3,7 @@
 // debug log and diagnostics pipes, the stdin pipe, runsc's pidfd; with the wall deadline, and
 // every poll_interval the cgroup's CPU time and OOM-kill counter. A limit that fires stops the
 // sandbox at once (RunState::StopSandbox) and is remembered as the reason.
+#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <climits>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "drivers/gvisor/run_steps.h"
 
@@ -33,8 +32,7 @@ class Supervisor {
     stdin_ = c.req.stdin_data ? &*c.req.stdin_data : &kNoStdin;  // not copied
     if (io_.stdin_pipe && stdin_->empty()) io_.stdin_pipe->write.Reset();
     const gvisor::LoggedSyscalls logged = SyscallsToLog(c.plan.seccomp);
-    scanner_.SetLogged(std::set<std::string>(logged.names.begin(), logged.names.end()),
-                       logged.all);
+    scanner_.SetLogged(std::set<std::string>(logged.names.begin(), logged.names.end()), logged.all);
   }
 
   Observation Run() {
@@ -96,11 +94,21 @@ class Supervisor {
     for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
       if (pfds[i].revents == 0) continue;
       switch (kinds[i]) {
-        case kLog: ReadPipe(io_.log.read, true); break;
-        case kDiag: ReadPipe(io_.diag.read, false); break;
-        case kStdio: ReadStdio(); break;
-        case kStdin: FeedStdin(); break;
-        case kRunsc: s_.runsc.TryWait().ok(); break;
+        case kLog:
+          ReadPipe(io_.log.read, true);
+          break;
+        case kDiag:
+          ReadPipe(io_.diag.read, false);
+          break;
+        case kStdio:
+          ReadStdio();
+          break;
+        case kStdin:
+          FeedStdin();
+          break;
+        case kRunsc:
+          s_.runsc.TryWait().ok();
+          break;
       }
     }
     return true;

@@ -45,7 +45,6 @@ struct MicrovmDriver::Ready {
 
 namespace {
 
-
 // The VMM runs as an unprivileged uid: what it opens by path (QEMU itself, the kernel, the
 // initramfs) must be reachable by anyone: world-readable (or -executable) along the whole path.
 Status CheckFile(const std::string& path, const char* what, bool executable) {
@@ -83,11 +82,6 @@ Status MakeDir(const std::string& path, mode_t mode) {
   }
   return Status::Ok();
 }
-
-
-
-
-
 
 std::vector<std::string> DirNames(const std::string& dir) {
   std::vector<std::string> names;
@@ -179,8 +173,7 @@ MicrovmDriver::~MicrovmDriver() = default;
 // "microvm/tcg").
 Status MicrovmDriver::TcgAdmits(const plan::Plan& plan, bool tcg,
                                 const std::string& kvm_detail) const {
-  if (!tcg || plan.trust != plan::Trust::kUntrusted ||
-      options_.tcg_for_untrusted) {
+  if (!tcg || plan.trust != plan::Trust::kUntrusted || options_.tcg_for_untrusted) {
     return Status::Ok();
   }
   return Status::Unavailable(

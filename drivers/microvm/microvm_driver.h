@@ -11,8 +11,8 @@
 //                                     run (CleanupStale leaves runs whose lock is held alone)
 //   cgroup <cgroup_parent>/microvm-<run-id> in every hierarchy: the VMM's memory (guest RAM +
 //                                     overhead), pids and CPU (vcpus)
-//   one QEMU process, started as a per-run unprivileged uid (vmm_process.h), its seccomp sandbox on
-//   one detached host tmpfs per kOutput mount, filled from the guest's output stream
+//   one QEMU process, started as a per-run unprivileged uid (common/subprocess.h), its seccomp
+//   sandbox on one detached host tmpfs per kOutput mount, filled from the guest's output stream
 //                                     (output_receiver.h), handed to request.collect_output after
 //                                     QEMU is gone
 // Wall time is the supervisor's: from the agent's kStarted, QEMU is killed at the deadline. The
@@ -34,6 +34,7 @@
 #include "common/status.h"
 #include "drivers/driver.h"
 #include "drivers/net/network_provider.h"
+#include "plan/backend_settings.h"
 #include "plan/plan.h"
 
 namespace safex::drivers {
@@ -55,12 +56,13 @@ struct MicrovmRunTimings {
 };
 
 struct MicrovmOptions {
-  std::string qemu_path = "/usr/bin/qemu-system-x86_64";
-  std::string kernel_path = "/usr/local/lib/safex/guest/vmlinuz";
-  std::string initramfs_path = "/usr/local/lib/safex/guest/initramfs.cpio";
+  // Defaults: the host config's (plan/backend_settings.h), so each default is written once.
+  std::string qemu_path = plan::MicrovmBackendSettings().qemu;
+  std::string kernel_path = plan::MicrovmBackendSettings().kernel;
+  std::string initramfs_path = plan::MicrovmBackendSettings().initramfs;
   std::string mkfs_erofs_path = "/usr/bin/mkfs.erofs";
   // Image cache, per-run directories, the KVM probe cache.
-  std::string state_root = "/var/lib/safex/microvm";
+  std::string state_root = plan::MicrovmBackendSettings().state_root;
   // The operator's KVM policy: auto (KVM when the probe says it works, TCG otherwise), require
   // (no usable KVM: every run refused), never (TCG always; no probe).
   plan::KvmMode kvm = plan::KvmMode::kAuto;

@@ -34,7 +34,7 @@ std::vector<std::string> BuildQemuArgv(const VmConfig& c) {
        "timestamp=off"});
   if (c.qemu_sandbox) {
     // QEMU's seccomp filter: no obsolete syscalls, no privilege changes, no fork/exec, no
-    // scheduler or resource tweaks. It runs unprivileged anyway (vmm_process.h).
+    // scheduler or resource tweaks. It runs unprivileged anyway (vm_launcher.cc).
     add({"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
   }
   add({"-kernel", c.kernel_path, "-initrd", c.initramfs_path, "-append", KernelCommandLine(c)});

@@ -2,17 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/sched.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +18,8 @@
 
 #include "common/fs_tree.h"
 #include "common/sha256.h"
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
 #include "drivers/microvm/guest_spec.h"
 
 namespace safex::microvm {
@@ -96,121 +92,51 @@ struct Fingerprinter {
   }
 };
 
+// The last KiB of the builder's stderr, with anything unprintable blanked (it goes into a message).
+std::string StderrTail(int fd) {
+  char buf[1024];
+  const off_t size = lseek(fd, 0, SEEK_END);
+  const off_t from = std::max<off_t>(0, size - static_cast<off_t>(sizeof buf));
+  const ssize_t got = pread(fd, buf, sizeof buf, from);
+  if (got <= 0) return "";
+  std::string tail(buf, static_cast<size_t>(got));
+  for (char& c : tail) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = ' ';
+  }
+  return tail;
+}
+
 // Runs `argv` (argv[0] absolute) with stdin/stdout on /dev/null and stderr captured, optionally in
-// a private mount namespace where each binds[i].first is bind-mounted on binds[i].second first.
-// Returns the error text (with the tail of stderr) or "" on exit status 0.
+// a private mount namespace where each binds[i].first is bind-mounted on binds[i].second first
+// (common/subprocess.h). Returns the error text (with the tail of stderr) or "" on exit status 0.
 std::string RunBuilder(const std::vector<std::string>& args,
                        const std::vector<std::pair<std::string, std::string>>& binds,
                        std::chrono::seconds timeout) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  std::vector<std::pair<const char*, const char*>> b;
-  for (const auto& [src, dst] : binds) b.emplace_back(src.c_str(), dst.c_str());
-
-  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int err_fd = memfd_create("mkfs-stderr", MFD_CLOEXEC);
-  int rep[2];
-  if (null_fd < 0 || err_fd < 0 || pipe2(rep, O_CLOEXEC) != 0) {
-    if (null_fd >= 0) close(null_fd);
-    if (err_fd >= 0) close(err_fd);
-    return std::string("setup: ") + std::strerror(errno);
-  }
-  int pidfd = -1;
-  clone_args ca;
-  std::memset(&ca, 0, sizeof ca);
-  ca.flags = CLONE_PIDFD | (binds.empty() ? 0 : CLONE_NEWNS);
-  ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  ca.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &ca, sizeof ca);
-  if (pid == 0) {
-    // Child: no allocation from here on.
-    int step = 0;
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) step = 1;
-    // Security: a private mount namespace of our own (CLONE_NEWNS); the binds vanish with it.
-    if (step == 0 && !b.empty() &&
-        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      step = 2;
-    }
-    for (size_t i = 0; step == 0 && i < b.size(); ++i) {
-      if (mount(b[i].first, b[i].second, nullptr, MS_BIND, nullptr) != 0) step = 3;
-    }
-    // The report pipe moves to fd 3 first (rep[1] may be 0..2), then stdio is set.
-    // Every source moves above 10 first, so no dup onto 0..3 clobbers a later source.
-    int report = rep[1];
-    int hi_rep = fcntl(rep[1], F_DUPFD_CLOEXEC, 10);
-    int hi_null = fcntl(null_fd, F_DUPFD_CLOEXEC, 10);
-    int hi_err = fcntl(err_fd, F_DUPFD_CLOEXEC, 10);
-    if (step == 0 && (hi_rep < 0 || hi_null < 0 || hi_err < 0)) step = 4;
-    if (step == 0) {
-      if (dup3(hi_rep, 3, O_CLOEXEC) < 0)
-        step = 4;
-      else
-        report = 3;
-    }
-    if (step == 0 && (dup2(hi_null, 0) < 0 || dup2(hi_null, 1) < 0 || dup2(hi_err, 2) < 0))
-      step = 4;
-    if (step == 0 && close_range(4, ~0U, 0) != 0) step = 5;
-    if (step == 0) {
-      execve(argv[0], argv.data(), envp);
-      step = 6;
-    }
-    int32_t msg[2] = {step, errno};
-    (void)!write(report, msg, sizeof msg);
-    _exit(127);
-  }
-  int clone_errno = errno;
-  close(rep[1]);
-  close(null_fd);
-  if (pid < 0) {
-    close(rep[0]);
-    close(err_fd);
-    return std::string("clone3: ") + std::strerror(clone_errno);
-  }
-  int32_t msg[2] = {0, 0};
-  ssize_t n = read(rep[0], msg, sizeof msg);
-  close(rep[0]);
+  UniqueFd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+  UniqueFd err_fd(memfd_create("mkfs-stderr", MFD_CLOEXEC));
+  if (!null_fd.valid() || !err_fd.valid()) return std::string("setup: ") + std::strerror(errno);
+  SpawnOptions o;
+  o.argv = args;
+  o.fds = {{0, null_fd.get()}, {1, null_fd.get()}, {2, err_fd.get()}};
+  o.bind_mounts = binds;
+  Result<Subprocess> child = Subprocess::Spawn(o);
+  if (!child.ok()) return child.status().message();
   std::string result;
-  auto deadline = Clock::now() + timeout;
-  siginfo_t si;
-  std::memset(&si, 0, sizeof si);
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd p{pidfd, POLLIN, 0};
-    int rc = poll(
-        &p, 1, static_cast<int>(std::max<long long>(0, std::min<long long>(left.count(), 1000))));
-    if (rc > 0) break;
-    if (Clock::now() >= deadline) {
-      syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-      result = "timed out after " + std::to_string(timeout.count()) + " s";
-      break;
-    }
-  }
-  waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &si, WEXITED);
-  close(pidfd);
-  if (result.empty() && n == sizeof msg) {
-    static const char* kSteps[] = {
-        "", "prctl", "mount(MS_PRIVATE)", "bind mount", "dup2", "close_range", "execve"};
-    result = std::string(kSteps[std::clamp(msg[0], 0, 6)]) + ": " + std::strerror(msg[1]);
-  } else if (result.empty() && !(si.si_code == CLD_EXITED && si.si_status == 0)) {
-    result = si.si_code == CLD_EXITED ? "exit status " + std::to_string(si.si_status)
-                                      : "killed by signal " + std::to_string(si.si_status);
+  Result<std::optional<ExitStatus>> ended = child->Wait(Clock::now() + timeout);
+  if (!ended.ok()) {
+    child->KillAndWait();
+    result = ended.status().message();
+  } else if (!ended->has_value()) {
+    child->KillAndWait();
+    result = "timed out after " + std::to_string(timeout.count()) + " s";
+  } else if (const ExitStatus& e = **ended; !(e.exited && e.code == 0)) {
+    result = e.exited ? "exit status " + std::to_string(e.code)
+                      : "killed by signal " + std::to_string(e.signal);
   }
   if (!result.empty()) {
-    char buf[1024];
-    off_t size = lseek(err_fd, 0, SEEK_END);
-    off_t from = std::max<off_t>(0, size - static_cast<off_t>(sizeof buf));
-    ssize_t got = pread(err_fd, buf, sizeof buf, from);
-    if (got > 0) {
-      std::string tail(buf, static_cast<size_t>(got));
-      for (char& c : tail) {
-        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = ' ';
-      }
-      result += ": " + tail;
-    }
+    const std::string tail = StderrTail(err_fd.get());
+    if (!tail.empty()) result += ": " + tail;
   }
-  close(err_fd);
   return result;
 }
 
@@ -228,7 +154,6 @@ std::string RandomSuffix() {
   std::random_device rd;
   return std::to_string(getpid()) + "." + std::to_string(rd());
 }
-
 
 // Removes least recently used images (mtime is the LRU clock) beyond `keep` images or `max_bytes`
 // in total, never one in `in_use`.

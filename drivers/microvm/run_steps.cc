@@ -1,14 +1,13 @@
 #include "drivers/microvm/run_steps.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-
-#include <fmt/format.h>
 
 #include "common/fs_tree.h"
 #include "common/owner_lock.h"
@@ -22,11 +21,16 @@ using drivers::LimitHit;
 
 drivers::LimitHit ToLimitHit(GuestLimit l) {
   switch (l) {
-    case GuestLimit::kNone: return LimitHit::kNone;
-    case GuestLimit::kCpuTime: return LimitHit::kCpuTime;
-    case GuestLimit::kMemory: return LimitHit::kMemory;
-    case GuestLimit::kPids: return LimitHit::kPids;
-    case GuestLimit::kOutput: return LimitHit::kOutput;
+    case GuestLimit::kNone:
+      return LimitHit::kNone;
+    case GuestLimit::kCpuTime:
+      return LimitHit::kCpuTime;
+    case GuestLimit::kMemory:
+      return LimitHit::kMemory;
+    case GuestLimit::kPids:
+      return LimitHit::kPids;
+    case GuestLimit::kOutput:
+      return LimitHit::kOutput;
   }
   return LimitHit::kNone;
 }
@@ -160,8 +164,8 @@ Status PrepareOutputs(const plan::Plan& plan, VmRun& v) {
 }
 
 Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
-                       const drivers::MicrovmOptions& o,
-                       const drivers::cgroup::CgroupHost& cgroups, uint32_t vcpus, VmRun& v) {
+                       const drivers::MicrovmOptions& o, const drivers::cgroup::CgroupHost& cgroups,
+                       uint32_t vcpus, VmRun& v) {
   const uint64_t guest_ram = plan.limits.memory_bytes + o.guest_overhead_bytes;
   v.guest_mib = (guest_ram + kMiB - 1) / kMiB;
   drivers::cgroup::Limits limits;
@@ -229,19 +233,21 @@ Status NothingRan(const LaunchResult& launched, uint64_t vmm_oom, Accel accel,
                                       s.guest_setup_error);
   }
   const std::string where = s.phase == Phase::kBooting ? "boot" : "set up the run";
-  const std::string console = s.console_tail.empty() ? "" : "\nconsole: " + Tail(s.console_tail, 600);
+  const std::string console =
+      s.console_tail.empty() ? "" : "\nconsole: " + Tail(s.console_tail, 600);
   if (s.timed_out) {
-    return Status::Unavailable(fmt::format(
-        "microvm: the guest did not {} within {} ({}); the VMM was killed{}", where,
-        Ms(std::chrono::duration_cast<std::chrono::nanoseconds>(o.boot_timeout)),
-        AccelName(accel), console));
+    return Status::Unavailable(
+        fmt::format("microvm: the guest did not {} within {} ({}); the VMM was killed{}", where,
+                    Ms(std::chrono::duration_cast<std::chrono::nanoseconds>(o.boot_timeout)),
+                    AccelName(accel), console));
   }
   if (!s.violation.empty()) {
     return Status::Internal("microvm: guest protocol violation before the program started: " +
                             s.violation);
   }
-  std::string why = launched.vmm.exited ? fmt::format("exited with status {}", launched.vmm.code)
-                                        : fmt::format("was killed by signal {}", launched.vmm.signal);
+  std::string why = launched.vmm.exited
+                        ? fmt::format("exited with status {}", launched.vmm.code)
+                        : fmt::format("was killed by signal {}", launched.vmm.signal);
   if (vmm_oom > 0) why += " (out of memory in its host cgroup)";
   return Status::Unavailable("microvm: QEMU " + why + " before the program started" +
                              (s.vmm_stderr.empty() ? "" : "\nqemu: " + s.vmm_stderr) + console);
@@ -267,7 +273,9 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
     r.interrupted = true;
     r.term_signal = SIGKILL;
     note(std::string("cancelled while ") +
-         (!started ? "the guest booted" : s.exit ? "the outputs were collected" : "the program ran") +
+         (!started ? "the guest booted"
+          : s.exit ? "the outputs were collected"
+                   : "the program ran") +
          "; the VM was killed");
   } else if (s.exit) {
     const ExitReport& e = *s.exit;
@@ -293,8 +301,9 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
     r.term_signal = SIGKILL;
     if (s.timed_out) {
       r.limit = LimitHit::kWallTime;
-      r.limit_detail = "wall time limit: " + Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
-                       " (the VM was killed)";
+      r.limit_detail =
+          "wall time limit: " + Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
+          " (the VM was killed)";
     } else if (s.output_cap_hit) {
       r.limit = LimitHit::kOutput;
       r.limit_detail = fmt::format("output limit: more than {} bytes (the VM was killed)",

@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <memory>
-#include <utility>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -52,12 +52,12 @@ class RunDir {
 // lock last, so that CleanupStale never takes a finishing run for a dead one).
 struct VmRun {
   UniqueFd owner_lock;
-  RunDir dir;                     // <state_root>/runs/<run id>, 0700
-  RootfsImages rootfs;            // the bind sources' images (cached, shared read-only)
-  UniqueFd input_fd;              // the input image of this run
-  std::vector<VmDisk> disks;      // what QEMU attaches, one per fd below
+  RunDir dir;                 // <state_root>/runs/<run id>, 0700
+  RootfsImages rootfs;        // the bind sources' images (cached, shared read-only)
+  UniqueFd input_fd;          // the input image of this run
+  std::vector<VmDisk> disks;  // what QEMU attaches, one per fd below
   std::vector<int> disk_fds;
-  GuestSpecInputs in;             // what the guest spec is built from
+  GuestSpecInputs in;  // what the guest spec is built from
   std::vector<OutputMountSpec> outputs;
   std::unique_ptr<drivers::net::RunNetwork> net;
   UniqueFd tap;
@@ -67,18 +67,21 @@ struct VmRun {
 };
 
 // 1. The run's private directory and its owner lock (locked from its first instant).
-Status CreateRunDirectory(const drivers::MicrovmOptions& o, const drivers::RunRequest& req, VmRun& v);
+Status CreateRunDirectory(const drivers::MicrovmOptions& o, const drivers::RunRequest& req,
+                          VmRun& v);
 // 2. The disks: one read-only image per bind root (the image cache), the run's input image.
-Status PrepareDisks(const plan::Plan& plan, const drivers::RunRequest& req, ImageCache& images, VmRun& v);
+Status PrepareDisks(const plan::Plan& plan, const drivers::RunRequest& req, ImageCache& images,
+                    VmRun& v);
 // 3. Egress only: the run's namespace from the provider, its link taken over by a tap for the
 //    guest, which configures its own interface from the link's addresses.
-Status AttachNetwork(const plan::Plan& plan, const drivers::RunRequest& req, const drivers::MicrovmOptions& o,
-                     VmRun& v);
+Status AttachNetwork(const plan::Plan& plan, const drivers::RunRequest& req,
+                     const drivers::MicrovmOptions& o, VmRun& v);
 // 4. One detached host tmpfs per output mount, filled from the guest's output stream.
 Status PrepareOutputs(const plan::Plan& plan, VmRun& v);
 // 5. The VMM's host cgroup: guest RAM and QEMU's own overhead, its tasks, its vCPUs.
-Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req, const drivers::MicrovmOptions& o,
-                       const drivers::cgroup::CgroupHost& cgroups, uint32_t vcpus, VmRun& v);
+Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
+                       const drivers::MicrovmOptions& o, const drivers::cgroup::CgroupHost& cgroups,
+                       uint32_t vcpus, VmRun& v);
 
 // How QEMU and the session with the guest are set up (pure from what the steps made).
 struct LaunchInputs {
@@ -100,7 +103,7 @@ Status NothingRan(const LaunchResult& launched, uint64_t vmm_oom, Accel accel,
 // 9. What happened, from the session with the guest (the guest agent's exit report, the
 //    supervisor's own deadlines and caps, the VMM's cgroup).
 drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint64_t guest_mib,
-                   uint64_t vmm_oom, const std::string& backend_mode);
+                            uint64_t vmm_oom, const std::string& backend_mode);
 
 std::string Ms(std::chrono::nanoseconds d);
 

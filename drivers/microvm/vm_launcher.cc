@@ -49,16 +49,18 @@ Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session)
     spec.vm.tap_fd.reset();
   }
 
-  VmmSpawnOptions o;
+  // QEMU runs as the run's own unprivileged uid (with kvm's group when /dev/kvm needs it), with
+  // no_new_privs and an empty environment, and is in the run's cgroups before it executes a
+  // single instruction (common/subprocess.h: the go barrier).
+  SpawnOptions o;
   o.argv = BuildQemuArgv(spec.vm);
-  o.fds = fds;
-  o.uid = spec.uid;
-  o.gid = spec.gid;
-  o.groups = spec.groups;
+  for (size_t i = 0; i < fds.size(); ++i) o.fds.emplace_back(static_cast<int>(i), fds[i]);
+  o.credentials = SpawnOptions::Credentials{spec.uid, spec.gid, spec.groups};
+  o.no_new_privs = true;
   o.netns_fd = spec.netns_fd;
   o.cgroup_procs_files = spec.cgroup_procs_files;
   auto t0 = std::chrono::steady_clock::now();
-  SAFEX_ASSIGN_OR_RETURN(VmmProcess vmm, VmmProcess::Spawn(o));
+  SAFEX_ASSIGN_OR_RETURN(Subprocess vmm, Subprocess::Spawn(o));
   auto spawned = std::chrono::steady_clock::now() - t0;
   // Only QEMU holds the other ends now: EOF on ours means QEMU is gone.
   ctl.second.Reset();

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/subprocess.h"
 #include "drivers/microvm/qemu_command.h"
 #include "drivers/microvm/vm_session.h"
-#include "drivers/microvm/vmm_process.h"
 
 namespace safex::microvm {
 
@@ -30,7 +30,7 @@ struct LaunchSpec {
 
 struct LaunchResult {
   SessionResult session;
-  VmmExit vmm;
+  ExitStatus vmm;
   std::vector<std::string> argv;          // the command line used (for diagnostics)
   std::chrono::nanoseconds vmm_start{0};  // spawning QEMU until its execve
 };

@@ -107,6 +107,6 @@ std::string RunShortId(const std::string& run_id);       // 12 hex chars of SHA-
 std::string HostVethName(const std::string& run_id);     // "sx" + short id (14 < IFNAMSIZ)
 std::string UplinkTableName(const std::string& run_id);  // "safex_" + short id
 std::string NetnsPinName(const std::string& run_id);     // "safex-" + run_id
-using ::safex::IsValidRunId;  // common/run_id.h
+using ::safex::IsValidRunId;                             // common/run_id.h
 
 }  // namespace safex::drivers::net

@@ -62,13 +62,7 @@ int OpenComponent(int dirfd, const std::string& name, int flags, bool force_fall
   return fd >= 0 ? fd : -errno;
 }
 
-// EscapeForLog, and also U+061C ARABIC LETTER MARK, a bidi control it lets through (its UTF-8 form
-// cannot occur inside another character, so a byte search finds only it).
-std::string EscapeName(std::string_view bytes) {
-  std::string s = EscapeForLog(bytes, {.max_output = 300});
-  for (size_t at; (at = s.find("\xD8\x9C")) != std::string::npos;) s.replace(at, 2, "\\u061c");
-  return s;
-}
+std::string EscapeName(std::string_view bytes) { return EscapeForLog(bytes, {.max_output = 300}); }
 
 std::string CodePoint(uint32_t cp) {
   char buf[16];

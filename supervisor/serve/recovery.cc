@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-
 #include "common/fs_tree.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/private_dir.h"

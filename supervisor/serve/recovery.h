@@ -26,10 +26,10 @@
 namespace safex::serve {
 
 struct RecoveryOptions {
-  std::string state_dir;       // the runs' sandbox state root (the service's state_dir)
+  std::string state_dir;             // the runs' sandbox state root (the service's state_dir)
   drivers::BackendsConfig backends;  // as the service runs them (for the sweep of step 3)
   drivers::net::NetworkConfig network;
-  std::string records_dir;     // supervisor::RecordsDirFor(audit_db)
+  std::string records_dir;  // supervisor::RecordsDirFor(audit_db)
   std::string audit_db;
 };
 

@@ -27,9 +27,10 @@
 #include <unordered_map>
 
 #include "audit/json_bytes.h"
+#include "audit/time_format.h"
 #include "common/fs_tree.h"
 #include "common/run_id.h"
-#include "audit/time_format.h"
+#include "common/utf8.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/backends_config.h"
 #include "supervisor/network.h"
@@ -60,27 +61,6 @@ constexpr size_t kMaxSideTasks = 1024;
 constexpr const char* kJson = "application/json";
 constexpr const char* kVersion = "0.1.0";
 
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < n; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 2) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
-    i += n;
-  }
-  return true;
-}
-
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Said in the answer to a refusal that was counted into a summary instead of recorded alone.
@@ -106,7 +86,7 @@ std::string RunBody(const supervisor::RunReport& report) {
   // JSON carries UTF-8 only; bytes the policy let through that are not UTF-8 travel as base64 so
   // that `safex submit` prints exactly what `safex run` would.
   auto add_raw = [&j](const char* key, const std::optional<output::ValidationReport>& v) {
-    if (v && !ValidUtf8(v->delivered) && j.contains(key)) {
+    if (v && !IsValidUtf8(v->delivered) && j.contains(key)) {
       j[key]["delivered_base64"] = Base64Encode(v->delivered);
     }
   };
@@ -141,7 +121,6 @@ json SummaryJson(const audit::RunSummary& r) {
       {"reason", audit::JsonFromBytes(r.reason)},
   };
 }
-
 
 struct Conn {
   enum class State { kReading, kWaiting, kWriting };
@@ -585,7 +564,8 @@ struct Server::Impl {
   }
 
   static void RemoveDir(const std::string& dir) {
-    if (Status st = RemoveTree(dir); !st.ok()) ServeError("could not remove " + dir + ": " + st.message());
+    if (Status st = RemoveTree(dir); !st.ok())
+      ServeError("could not remove " + dir + ": " + st.message());
   }
 
   // ---- The event loop.
@@ -1185,14 +1165,14 @@ Server::~Server() {
 
 const RecoveryReport& Server::recovery() const { return impl_->recovery; }
 
-Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
-  auto impl = std::make_unique<Impl>();
-  impl->cfg = std::move(config);
-  Impl& s = *impl;
-  const compiler::ServiceSettings& svc = s.cfg.host.service;
+namespace {
 
+// The steps of Server::Start, in order (server.h).
+// 1. One daemon per state directory (and root only).
+Status LockInstance(Server::Impl& s) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   if (geteuid() != 0) return Status::PermissionDenied("safex serve needs root");
-  // 1. One daemon per state directory.
   if (mkdir(svc.state_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Status::Errno("mkdir", svc.state_dir, errno);
   }
@@ -1203,8 +1183,13 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
     return Status::FailedPrecondition("another safex serve is running with state dir " +
                                       svc.state_dir + " (" + lock_path + " is locked)");
   }
+  return Status::Ok();
+}
 
-  // 2. Configuration that must be right before anything else happens.
+// 2. Configuration that must be right before anything else happens.
+Status CheckConfiguration(Server::Impl& s, std::optional<gid_t>* socket_gid) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   struct stat st {};
   if (stat(svc.policy_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Status::FailedPrecondition("policy_dir " + svc.policy_dir + " is not a directory");
@@ -1216,11 +1201,10 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   auto access = AccessControl::Create(svc.allow);
   if (!access.ok()) return access.status().With("service allow rules");
   s.access = std::move(access).value();
-  std::optional<gid_t> socket_gid;
   if (!svc.socket_group.empty()) {
     auto gid = ResolveGroup(svc.socket_group);
     if (!gid.ok()) return gid.status().With("socket_group");
-    socket_gid = *gid;
+    *socket_gid = *gid;
   }
   s.http_limits.max_body_bytes = svc.max_request_bytes;
   s.request_limits.max_argv = svc.max_argv;
@@ -1232,8 +1216,14 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   refusal_limits.per_minute = svc.refusal_rate_per_minute;
   refusal_limits.burst = svc.refusal_burst;
   s.limiter = std::make_unique<RefusalLimiter>(refusal_limits);
+  return Status::Ok();
+}
 
-  // 3. The audit log: one connection per worker and one for the side thread (fail closed).
+// 3. The audit log: one connection per worker, one for the side thread, one for the integrity
+// checker (fail closed: a damaged log stops the start).
+Status OpenAuditLog(Server::Impl& s) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   audit::AuditOptions ao;
   if (!s.cfg.audit_key.empty()) ao.key_path = s.cfg.audit_key;
   for (uint32_t i = 0; i <= svc.max_concurrent; ++i) {
@@ -1262,10 +1252,16 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
     if (!checker.ok()) return checker.status().With("audit log " + svc.audit_db);
     s.check_log = std::move(checker).value();
   }
+  return Status::Ok();
+}
 
-  // 4. The host's backends (built once: runs and recovery use the same), then crash recovery,
-  //    before any work is accepted.
-  const drivers::BackendsConfig backends = supervisor::BackendsConfigFrom(s.cfg.host, svc.state_dir);
+// 4. The host's backends (built once: runs and recovery use the same), then crash recovery,
+// before any work is accepted; then the private directories of request files.
+Status StartBackendsAndRecover(Server::Impl& s) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
+  const drivers::BackendsConfig backends =
+      supervisor::BackendsConfigFrom(s.cfg.host, svc.state_dir);
   s.backends = drivers::Backends::Create(backends);
   SAFEX_RETURN_IF_ERROR(drivers::Backends::ApplyCgroupLimits(s.cfg.host.cgroups));
   RecoveryOptions ro;
@@ -1285,8 +1281,13 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
        {supervisor::PrivateRootFor(svc.state_dir), ServeInputsDir(svc.state_dir)}) {
     if (Status p = supervisor::EnsurePrivateDir(d); !p.ok()) return p.With("state_dir");
   }
+  return Status::Ok();
+}
 
-  // 5. The shared run lifecycle (the same Runner `safex run` uses).
+// 5. The shared run lifecycle (the same Runner `safex run` uses) and the policy store.
+Status CreateRunner(Server::Impl& s) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   supervisor::RunnerOptions options;
   options.state_root = svc.state_dir;
   options.backends = s.backends.get();
@@ -1294,8 +1295,13 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   options.audit_db = svc.audit_db;
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   s.policies = std::make_unique<PolicyStore>(svc.policy_dir, s.cfg.host.ceilings);
+  return Status::Ok();
+}
 
-  // 6. Event sources, then the socket last.
+// 6. Event sources, then the socket last.
+Status OpenEventSources(Server::Impl& s, const std::optional<gid_t>& socket_gid) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   s.epoll_fd.Reset(epoll_create1(EPOLL_CLOEXEC));
   if (!s.epoll_fd) return Status::Errno("epoll_create1", errno);
   s.wake_fd.Reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -1307,13 +1313,19 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
   sigaddset(&set, SIGHUP);
   s.signal_fd.Reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!s.signal_fd) return Status::Errno("signalfd", errno);
-  auto listener = ListenUnix(svc.socket, svc.socket_mode, socket_gid, 128);
+  auto listener = ListenUnix(svc.socket, svc.socket_mode, *socket_gid, 128);
   if (!listener.ok()) return listener.status();
   s.listen_fd = std::move(listener).value();
   s.EpollAdd(s.listen_fd.get(), kListenId, EPOLLIN);
   s.EpollAdd(s.wake_fd.get(), kWakeId, EPOLLIN);
   s.EpollAdd(s.signal_fd.get(), kSignalId, EPOLLIN);
+  return Status::Ok();
+}
 
+// 7. The threads (workers, the side thread, the integrity checker).
+Status StartThreads(Server::Impl& s) {
+  const compiler::ServiceSettings& svc = s.cfg.host.service;
+  (void)svc;
   try {
     s.side_thread = std::thread([&s] { s.SideLoop(); });
     s.check_thread = std::thread([&s] { s.CheckLoop(); });
@@ -1325,6 +1337,23 @@ Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
     unlink(svc.socket.c_str());
     return Status::Internal(std::string("starting threads: ") + e.what());
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(ServeConfig config) {
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = std::move(config);
+  Impl& s = *impl;
+  std::optional<gid_t> socket_gid;
+  SAFEX_RETURN_IF_ERROR(LockInstance(s));
+  SAFEX_RETURN_IF_ERROR(CheckConfiguration(s, &socket_gid));
+  SAFEX_RETURN_IF_ERROR(OpenAuditLog(s));
+  SAFEX_RETURN_IF_ERROR(StartBackendsAndRecover(s));
+  SAFEX_RETURN_IF_ERROR(CreateRunner(s));
+  SAFEX_RETURN_IF_ERROR(OpenEventSources(s, socket_gid));
+  SAFEX_RETURN_IF_ERROR(StartThreads(s));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

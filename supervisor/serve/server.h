@@ -56,5 +56,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-
 }  // namespace safex::serve

@@ -82,6 +82,74 @@ TEST(HostConfigTest, ErrorsAreAllReported) {
                                          "E091 7:40", "E092 8:20", "E020 9:3"}));
 }
 
+TEST(HostConfigTest, BackendBlocksCarryEachBackendsSettings) {
+  HostConfig h;
+  auto d = Parse(R"(host {
+  backends {
+    gvisor { runsc = "/opt/gvisor/runsc"  platforms = [ptrace] }
+    microvm {
+      qemu = "/opt/qemu/bin/qemu-system-x86_64"
+      kernel = "/opt/guest/vmlinuz"
+      initramfs = "/opt/guest/initramfs.cpio"
+      state_root = "/srv/safex/microvm"
+      kvm = require
+      tcg_for_untrusted = true
+    }
+  }
+  cgroups { parent = "system/safex"  memory = 16GiB  pids = 8192  cpus = 2 }
+}
+)",
+                 &h);
+  ASSERT_TRUE(d.empty()) << d[0];
+  EXPECT_EQ(h.ceilings.allowed_backends,
+            (std::set<plan::Backend>{plan::Backend::kGvisor, plan::Backend::kMicrovm}));
+  EXPECT_EQ(h.backends.gvisor.runsc, "/opt/gvisor/runsc");
+  EXPECT_EQ(h.backends.gvisor.platforms, std::set<std::string>{"ptrace"});
+  const plan::MicrovmBackendSettings& m = h.backends.microvm;
+  EXPECT_EQ(m.qemu, "/opt/qemu/bin/qemu-system-x86_64");
+  EXPECT_EQ(m.kernel, "/opt/guest/vmlinuz");
+  EXPECT_EQ(m.initramfs, "/opt/guest/initramfs.cpio");
+  EXPECT_EQ(m.state_root, "/srv/safex/microvm");
+  EXPECT_EQ(m.kvm, plan::KvmMode::kRequire);
+  EXPECT_TRUE(m.tcg_for_untrusted);
+  EXPECT_EQ(h.cgroups.parent, "system/safex");
+  EXPECT_EQ(h.cgroups.memory_bytes, 16ULL << 30);
+  EXPECT_EQ(h.cgroups.pids, 8192u);
+  EXPECT_EQ(h.cgroups.cpus, 2u);
+}
+
+TEST(HostConfigTest, TheDefaultsOfferBothGvisorPlatformsAndNoTcgForUntrustedCode) {
+  HostConfig h;
+  ASSERT_TRUE(Parse("host {\n  backends {\n    gvisor { }\n    microvm { }\n  }\n}\n", &h).empty());
+  EXPECT_EQ(h.backends.gvisor.platforms, (std::set<std::string>{"systrap", "ptrace"}));
+  EXPECT_EQ(h.backends.microvm.kvm, plan::KvmMode::kAuto);
+  EXPECT_FALSE(h.backends.microvm.tcg_for_untrusted);
+  EXPECT_EQ(h.cgroups.parent, "safex");
+  EXPECT_EQ(h.cgroups.memory_bytes, 0u);
+}
+
+TEST(HostConfigTest, BadBackendAndCgroupSettingsAreErrors) {
+  HostConfig h;
+  auto d = Parse(R"(host {
+  backends {
+    gvisor { runsc = "runsc"  platforms = [kvm] }
+    microvm { kvm = sometimes  qemu_path = "/usr/bin/qemu" }
+    docker { }
+    gvisor { }
+  }
+  cgroups { parent = "/safex"  pids = 0 }
+}
+)",
+                 &h);
+  EXPECT_EQ(d, (std::vector<std::string>{"E092 3:22", "E026 3:44", "E026 4:21", "E020 4:32",
+                                         "E020 5:5", "E025 6:5", "E092 8:22", "E023 8:39"}));
+  std::vector<dsl::Diagnostic> diags;
+  HostConfig empty;
+  ParseHostConfig("host.policy", "host {\n  backends { }\n}\n", &empty, &diags);
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].code, "E023");
+}
+
 TEST(HostConfigTest, LoadHostConfig) {
   auto absent = LoadHostConfig("/nonexistent/host.policy");
   ASSERT_TRUE(absent.ok());

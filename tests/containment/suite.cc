@@ -25,8 +25,8 @@
 #include "common/sha256.h"
 #include "compiler/host_config.h"
 #include "tests/net/net_world.h"
-#include "tests/support/test_host_config.h"
 #include "tests/support/leak_check.h"
+#include "tests/support/test_host_config.h"
 
 extern char** environ;
 

@@ -2,6 +2,7 @@
 // hybrid), with a CgroupFs that imitates the kernel: mkdir creates the control files of the
 // controllers the parent delegates, rmdir fails with EBUSY while processes remain, cgroup.kill
 // empties the cgroup. Unprivileged; runs under ASan.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/gvisor/run_dir.h"
@@ -330,10 +329,10 @@ TEST(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
   auto host = CgroupHost::Detect(t.path(), &fs);
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   EXPECT_EQ(host->version(), Version::kV1);
-  EXPECT_EQ(host->HierarchyDirs(),
-            (std::vector<std::string>{t.path() + "/cpu,cpuacct", t.path() + "/cpuset",
-                                      t.path() + "/freezer", t.path() + "/memory",
-                                      t.path() + "/pids"}));
+  EXPECT_EQ(
+      host->HierarchyDirs(),
+      (std::vector<std::string>{t.path() + "/cpu,cpuacct", t.path() + "/cpuset",
+                                t.path() + "/freezer", t.path() + "/memory", t.path() + "/pids"}));
   Limits l;
   l.memory_bytes = 1 << 26;
   l.pids_max = 100;

@@ -89,8 +89,11 @@ TEST_F(GvisorTest, ExitCodesAndSignals) {
 TEST_F(GvisorTest, ProgramNotFoundOrNotExecutable) {
   RunResult r = MustRun(BasePlan(), {"/usr/bin/no-such-program"});
   EXPECT_EQ(r.exit_code, 127);
-  EXPECT_THAT(r.backend_error, HasSubstr("no such file or directory"));
+  EXPECT_THAT(r.backend_error, HasSubstr("does not exist in the sandbox"));
   EXPECT_EQ(r.stderr_stream.data, "") << "runsc's own messages must not appear as program output";
+  r = MustRun(BasePlan(), {"definitely-not-a-command"});  // a bare name, looked up in PATH
+  EXPECT_EQ(r.exit_code, 127) << r.backend_error;
+  EXPECT_EQ(r.stderr_stream.data, "");
   r = MustRun(BasePlan(), {"/usr/lib/os-release"});
   EXPECT_EQ(r.exit_code, 126) << r.backend_error;
 }

@@ -155,7 +155,7 @@ TEST(ProgramLookupTest, CertainlyMissingOnlyWhenTheRootViewSaysSo) {
   EXPECT_TRUE(CertainlyMissingProgram(p, "/usr/bin/definitely-not-a-command", "").has_value());
   EXPECT_TRUE(CertainlyMissingProgram(p, "/opt/tree/absent", "").has_value());
   EXPECT_FALSE(CertainlyMissingProgram(p, "/opt/tree/present", "").has_value());
-  EXPECT_FALSE(CertainlyMissingProgram(p, "sh", "").has_value());          // it exists
+  EXPECT_FALSE(CertainlyMissingProgram(p, "sh", "").has_value());  // it exists
   EXPECT_FALSE(CertainlyMissingProgram(p, "/usr/bin/sh", "").has_value());
   EXPECT_FALSE(CertainlyMissingProgram(p, "/nowhere/x", "").has_value());  // under no mount
   ASSERT_EQ(symlink("/elsewhere", tree.Join("link").c_str()), 0);

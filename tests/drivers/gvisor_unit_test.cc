@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/run_dir.h"
@@ -120,6 +121,25 @@ TEST(OciSpecTest, RefusesWhatItCannotExpress) {
   bad = p;
   bad.limits.pids = 0;
   EXPECT_FALSE(BuildOciSpec(bad, {"/bin/true"}, LayoutFor(bad), {}).ok());
+}
+
+// The host config's `platforms` is a gate, not a default: a plan naming a platform the host does
+// not offer is refused before anything runs (CheckRequest needs no probe and no privilege).
+TEST(GvisorCheckRequestTest, APlatformTheHostDoesNotOfferIsRefused) {
+  GvisorOptions o;
+  o.platforms = {"ptrace"};
+  GvisorDriver only_ptrace(o);
+  plan::Plan p = BasePlan();
+  RunRequest req;
+  req.run_id = "r1";
+  req.argv = {"/bin/true"};
+  p.gvisor.platform = "systrap";
+  Status s = only_ptrace.CheckRequest(p, req);
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("does not offer the systrap platform"), std::string::npos)
+      << s.message();
+  p.gvisor.platform = "ptrace";
+  EXPECT_TRUE(only_ptrace.CheckRequest(p, req).ok());
 }
 
 TEST(SeccompMappingTest, ErrnoKillAndLogRules) {

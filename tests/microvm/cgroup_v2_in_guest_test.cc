@@ -1,6 +1,7 @@
 // Boots a throwaway microVM whose /init is the static test binary of cgroup_v2_guest_main.cc and
 // checks that its tests of drivers/cgroup's v2 path passed against the guest kernel's real cgroup
 // v2 (the build machine itself only has cgroup v1 for memory, pids and cpu).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/fs_tree.h"
 #include "drivers/microvm/host_tsc.h"
 #include "drivers/microvm/rootfs_image.h"
 #include "drivers/microvm/vm_launcher.h"

@@ -12,10 +12,10 @@
 
 #include "tests/microvm/microvm_test_util.h"
 #include "tests/net/net_world.h"
-#include "tests/support/test_host_config.h"
 #include "tests/support/leak_check.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/test_support.h"
 
 namespace safex::microvm::testing {
@@ -55,11 +55,11 @@ class MicrovmEgressTest : public ::testing::Test {
     servers_.Listen(world_->world_fd(), "tcp", "198.18.1.11", 8080);
     servers_.Listen(world_->world_fd(), "tcp", "169.254.169.254", 80);
     servers_.Start();
-    host_config_ = dir_.Write("host.policy", std::string("host {\n") +
-                                                 safex::testing::kTestBackends +
-                                                 "  network {\n    pool = \"198.18.132.0/24\"\n"
-                                                 "    uplink = \"" +
-                                                 world_->uplink_path() + "\"\n  }\n}\n");
+    host_config_ =
+        dir_.Write("host.policy", std::string("host {\n") + safex::testing::kTestBackends +
+                                      "  network {\n    pool = \"198.18.132.0/24\"\n"
+                                      "    uplink = \"" +
+                                      world_->uplink_path() + "\"\n  }\n}\n");
     before_ = safex::testing::LeakSnapshot::Take();
   }
   void TearDown() override {

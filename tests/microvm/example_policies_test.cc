@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "tests/microvm/microvm_test_util.h"
-#include "tests/support/test_host_config.h"
 #include "tests/support/leak_check.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/test_support.h"
 
 namespace safex::microvm::testing {
@@ -49,13 +49,18 @@ class ExamplePoliciesTest : public safex::testing::LeakCheckedTest {
                      const std::vector<std::string>& argv,
                      const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {
-        "run",           "--json",
-        "--policy",      Wrapper(example, backend),
-        "--search-path", safex::testing::SourceDir() + "/policies/examples",
-        "--audit-db",    dir_.Join("audit.db"),
-        "--audit-key",   dir_.Join("audit.key"),
-        "--host-config", dir_.Write("host.policy", std::string("host {\n") +
-                                                       safex::testing::kTestBackends + "}\n")};
+        "run",
+        "--json",
+        "--policy",
+        Wrapper(example, backend),
+        "--search-path",
+        safex::testing::SourceDir() + "/policies/examples",
+        "--audit-db",
+        dir_.Join("audit.db"),
+        "--audit-key",
+        dir_.Join("audit.key"),
+        "--host-config",
+        dir_.Write("host.policy", std::string("host {\n") + safex::testing::kTestBackends + "}\n")};
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back("--");
     args.insert(args.end(), argv.begin(), argv.end());

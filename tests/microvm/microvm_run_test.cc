@@ -2,6 +2,7 @@
 // teardown. Each test boots at least one guest (2-10 s under TCG on the build machine), so the
 // suite boots as few as it can: several properties are checked per run where that stays readable.
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <map>
 #include <string>
 
+#include "common/fs_tree.h"
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/rootfs_image.h"

@@ -25,7 +25,6 @@ using safex::testing::net::World;
 constexpr char kRunsc[] = "/usr/local/bin/runsc";
 constexpr char kClient[] = "/opt/safex-net-test/sandbox_connect";
 
-
 // Names the tests' resolver knows; nothing reaches a real DNS server.
 Result<std::vector<plan::IpAddress>> FakeResolve(const std::string& host) {
   static const std::map<std::string, const char*> kNames = {{"granted.test", "198.18.1.10"},

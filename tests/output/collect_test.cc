@@ -339,19 +339,19 @@ TEST_P(CollectTest, UndeclaredHostileEntriesAreLeftAlone) {
 // controls) reached the caller's directory verbatim while the report named them escaped.
 TEST_P(CollectTest, UnsafeNamesAreRefusedUnread) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"a\nb.txt", "a\\nb.txt"},                        // newline
-      {"tab\t.txt", "tab\\t.txt"},                      // C0
-      {"esc\x1b[2J.txt", "esc\\x1b[2J.txt"},            // C0 (ESC)
-      {"del\x7f.txt", "del\\x7f.txt"},                  // DEL
-      {"nel\xc2\x85.txt", "nel\\u0085.txt"},            // C1 (U+0085)
-      {"bad\xff.txt", "bad\\xff.txt"},                  // invalid UTF-8
-      {"over\xc0\xaf.txt", "over\\xc0\\xaf.txt"},       // overlong '/'
-      {"rlo\xe2\x80\xaegpj.txt", "rlo\\u202egpj.txt"},  // U+202E RIGHT-TO-LEFT OVERRIDE
-      {"lri\xe2\x81\xa6.txt", "lri\\u2066.txt"},        // U+2066 LEFT-TO-RIGHT ISOLATE
-      {"lrm\xe2\x80\x8e.txt", "lrm\\u200e.txt"},        // U+200E LEFT-TO-RIGHT MARK
-      {"rlm\xe2\x80\x8f.txt", "rlm\\u200f.txt"},        // U+200F RIGHT-TO-LEFT MARK
-      {"alm\xd8\x9c.txt", "alm\\u061c.txt"},            // U+061C ARABIC LETTER MARK
-      {"zw\xe2\x80\x8b.txt", "zw\\u200b.txt"},          // U+200B ZERO WIDTH SPACE
+      {"a\nb.txt", "a\\nb.txt"},                          // newline
+      {"tab\t.txt", "tab\\t.txt"},                        // C0
+      {"esc\x1b[2J.txt", "esc\\x1b[2J.txt"},              // C0 (ESC)
+      {"del\x7f.txt", "del\\x7f.txt"},                    // DEL
+      {"nel\xc2\x85.txt", "nel\\u{85}.txt"},              // C1 (U+0085)
+      {"bad\xff.txt", "bad\\xff.txt"},                    // invalid UTF-8
+      {"over\xc0\xaf.txt", "over\\xc0\\xaf.txt"},         // overlong '/'
+      {"rlo\xe2\x80\xaegpj.txt", "rlo\\u{202e}gpj.txt"},  // U+202E RIGHT-TO-LEFT OVERRIDE
+      {"lri\xe2\x81\xa6.txt", "lri\\u{2066}.txt"},        // U+2066 LEFT-TO-RIGHT ISOLATE
+      {"lrm\xe2\x80\x8e.txt", "lrm\\u{200e}.txt"},        // U+200E LEFT-TO-RIGHT MARK
+      {"rlm\xe2\x80\x8f.txt", "rlm\\u{200f}.txt"},        // U+200F RIGHT-TO-LEFT MARK
+      {"alm\xd8\x9c.txt", "alm\\u{61c}.txt"},             // U+061C ARABIC LETTER MARK
+      {"zw\xe2\x80\x8b.txt", "zw\\u{200b}.txt"},          // U+200B ZERO WIDTH SPACE
   };
   for (const auto& [name, shown] : bad) WriteFile(out_ + "/" + name, "payload");
   WriteFile(out_ + "/good.txt", "fine");
@@ -397,7 +397,7 @@ TEST_P(CollectTest, UnsafeDirectoryComponentIsRefusedAndNotEntered) {
   const Refusal* esc = Find(mc, "/data/out/sub\\x1b[31m");
   ASSERT_NE(esc, nullptr);
   EXPECT_EQ(esc->reason, RefusalReason::kBadName);
-  ASSERT_NE(Find(mc, "/data/out/rtl\\u202e"), nullptr);
+  ASSERT_NE(Find(mc, "/data/out/rtl\\u{202e}"), nullptr);
   EXPECT_EQ(opened, (std::vector<std::string>{"ok", "ok/result.json"}));
   // A literal declared path below an unsafe directory is not "absent": it was refused.
   mc = Collect({FileValidator("/data/out/sub\x1b[31m/result.json")});
@@ -573,7 +573,7 @@ TEST_F(OutputFilesTest, UnsafeNameRejectsTheRunAndIsNotDelivered) {
   }
   ASSERT_TRUE(files.rejected());
   EXPECT_EQ(files.rejection()->check, "collect");
-  EXPECT_EQ(files.rejection()->subject, "/data/out/invoice\\u202etxt.exe.txt");
+  EXPECT_EQ(files.rejection()->subject, "/data/out/invoice\\u{202e}txt.exe.txt");
   EXPECT_NE(files.rejection()->detail.find("unsafe-name"), std::string::npos)
       << files.rejection()->detail;
   ASSERT_EQ(files.files().size(), 1u);  // only report.txt was collected

@@ -42,15 +42,15 @@ TEST(EscapeTest, ControlsAndBackslash) {
 TEST(EscapeTest, C1AndInvisibleCharactersAreEscaped) {
   EXPECT_EQ(EscapeForLog("\xc2\x9b"
                          "31m"),
-            "\\u009b31m");  // C1 CSI
+            "\\u{9b}31m");  // C1 CSI
   EXPECT_EQ(EscapeForLog("abc\xe2\x80\xae"
                          "cba"),
-            "abc\\u202ecba");                              // RTL override
-  EXPECT_EQ(EscapeForLog("x\xe2\x80\x8by"), "x\\u200by");  // zero-width space
-  EXPECT_EQ(EscapeForLog("\xef\xbb\xbfz"), "\\ufeffz");    // BOM
+            "abc\\u{202e}cba");                              // RTL override
+  EXPECT_EQ(EscapeForLog("x\xe2\x80\x8by"), "x\\u{200b}y");  // zero-width space
+  EXPECT_EQ(EscapeForLog("\xef\xbb\xbfz"), "\\u{feff}z");    // BOM
   EXPECT_EQ(EscapeForLog("a\xe2\x80\xa8"
                          "b"),
-            "a\\u2028b");  // line separator
+            "a\\u{2028}b");  // line separator
 }
 
 TEST(EscapeTest, InvalidUtf8BecomesHexBytes) {

@@ -6,6 +6,8 @@
 #include "supervisor/runner.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,9 +19,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "audit/audit_log.h"
 #include "tests/support/temp_dir.h"
@@ -79,16 +78,14 @@ class RunnerTest : public ::testing::Test {
     ASSERT_EQ(chmod(state_.path().c_str(), 0755), 0);
     // A policy of the language, compiled and verified as `safex run` does; its plan names gVisor,
     // which the registry maps to the fake.
-    std::string policy = dir_.Write(
-        "fake.policy",
-        "policy \"fake\" extends \"base-untrusted\" {\n"
-        "  validate stdout { max = 64KiB  reject /SECRET-[0-9]+/ }\n"
-        "  validate file \"/data/out/*.txt\" { max = 1KiB }\n"
-        "}\n");
+    std::string policy = dir_.Write("fake.policy",
+                                    "policy \"fake\" extends \"base-untrusted\" {\n"
+                                    "  validate stdout { max = 64KiB  reject /SECRET-[0-9]+/ }\n"
+                                    "  validate file \"/data/out/*.txt\" { max = 1KiB }\n"
+                                    "}\n");
     RunReport refusal;
-    auto prepared =
-        PreparePlan(policy, {testing::SourceDir() + "/policies/examples"}, plan::DefaultCeilings(),
-                    &refusal);
+    auto prepared = PreparePlan(policy, {testing::SourceDir() + "/policies/examples"},
+                                plan::DefaultCeilings(), &refusal);
     ASSERT_TRUE(prepared.ok()) << refusal.diagnostics << prepared.status().message();
     prepared_ = std::move(prepared).value();
     std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers;
@@ -157,14 +154,17 @@ TEST_F(RunnerTest, EveryRefusalIsOneRecordedRefusalAndNothingRuns) {
   };
   std::vector<Case> cases = {
       {"empty argv", [] {}, {}, "empty argv"},
-      {"the backend's probe fails", [this] { fake_->probe = Status::Unavailable("no runtime"); },
-       {"/bin/true"}, "backend unavailable: no runtime"},
+      {"the backend's probe fails",
+       [this] { fake_->probe = Status::Unavailable("no runtime"); },
+       {"/bin/true"},
+       "backend unavailable: no runtime"},
       {"the backend cannot carry the request",
        [this] {
          fake_->probe = Status::Ok();
          fake_->check = Status::InvalidArgument("argv[1] is not valid UTF-8");
        },
-       {"/bin/echo", "x\xff"}, "not valid UTF-8"},
+       {"/bin/echo", "x\xff"},
+       "not valid UTF-8"},
   };
   for (Case& c : cases) {
     c.arrange();

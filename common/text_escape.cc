@@ -1,11 +1,11 @@
-#include "supervisor/output/escape.h"
+#include "common/text_escape.h"
 
 #include <cstdint>
 #include <cstdio>
 
-#include "supervisor/output/utf8.h"
+#include "common/utf8.h"
 
-namespace safex::output {
+namespace safex {
 namespace {
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -18,13 +18,13 @@ void AppendHexByte(std::string* out, unsigned char b) {
 
 void AppendCodePoint(std::string* out, uint32_t cp) {
   char buf[16];
-  std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+  std::snprintf(buf, sizeof buf, "\\u{%x}", static_cast<unsigned>(cp));
   out->append(buf);
 }
 
 }  // namespace
 
-void AppendEscaped(std::string* out, std::string_view bytes, const EscapeOptions& options) {
+void AppendEscapedText(std::string* out, std::string_view bytes, const EscapeOptions& options) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const auto* end = p + bytes.size();
   const size_t start_size = out->size();
@@ -34,7 +34,7 @@ void AppendEscaped(std::string* out, std::string_view bytes, const EscapeOptions
     size_t consumed = 1;
     const unsigned char b = *p;
     if (b >= 0x20 && b < 0x7F) {
-      if (b == '\\') {
+      if (b == '\\' && options.escape_backslash) {
         piece = "\\\\";
       } else if (b == '"' && options.escape_double_quote) {
         piece = "\\\"";
@@ -47,7 +47,7 @@ void AppendEscaped(std::string* out, std::string_view bytes, const EscapeOptions
           piece = options.keep_newlines ? "\n" : "\\n";
           break;
         case '\t':
-          piece = "\\t";
+          piece = options.keep_tabs ? "\t" : "\\t";
           break;
         case '\r':
           piece = "\\r";
@@ -79,11 +79,11 @@ void AppendEscaped(std::string* out, std::string_view bytes, const EscapeOptions
   }
 }
 
-std::string EscapeForLog(std::string_view bytes, const EscapeOptions& options) {
+std::string EscapeText(std::string_view bytes, const EscapeOptions& options) {
   std::string out;
   out.reserve(bytes.size() + 8);
-  AppendEscaped(&out, bytes, options);
+  AppendEscapedText(&out, bytes, options);
   return out;
 }
 
-}  // namespace safex::output
+}  // namespace safex
