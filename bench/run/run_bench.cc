@@ -6,7 +6,10 @@
 // audit log (a real file, synchronous=FULL), record start, make the sandbox (private dir, cgroups,
 // bundle), run, validate the output, tear down, record end.
 //
-//   sudo build/bench/run/run_bench [runs-per-case]      (default 20)
+//   sudo build/bench/run/run_bench [runs-per-case [BASELINE]]      (default 20)
+//
+// BASELINE: another build's `safex` binary (e.g. the last release), run interleaved with this
+// one against its own audit log, so "no slowdown" is a ratio measured under the same load.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,15 +38,13 @@ const std::string kPolicy =
 
 std::string AuditDir() { return "/var/tmp/safex-run-bench-" + std::to_string(getpid()); }
 
-Result<double> SafexRun(const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {SAFEX_BENCH_BINARY,
-                                   "run",
-                                   "--policy",
-                                   kPolicy,
-                                   "--audit-db",
-                                   AuditDir() + "/audit.db",
-                                   "--audit-key",
-                                   AuditDir() + "/audit.key",
+Result<double> SafexRun(const std::vector<std::string>& program,
+                        const std::string& binary = SAFEX_BENCH_BINARY,
+                        const std::string& log = "audit") {
+  std::vector<std::string> argv = {binary,        "run",
+                                   "--policy",    kPolicy,
+                                   "--audit-db",  AuditDir() + "/" + log + ".db",
+                                   "--audit-key", AuditDir() + "/" + log + ".key",
                                    "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   return bench::TimedRun(argv);
@@ -53,6 +54,7 @@ Result<double> SafexRun(const std::vector<std::string>& program) {
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  const std::string baseline = argc > 2 ? argv[2] : "";
   mkdir(AuditDir().c_str(), 0700);
 
   compiler::CompileOptions co;
@@ -68,11 +70,11 @@ int main(int argc, char** argv) {
     const char* name;
     std::vector<std::string> argv;
     bench::RawBundle bundle;
-    std::vector<double> raw, safex;
+    std::vector<double> raw, safex, base;
   };
   std::vector<Case> cases;
-  cases.push_back({"/bin/true", {"/bin/true"}, {}, {}, {}});
-  cases.push_back({"python3 -c pass", {"python3", "-c", "pass"}, {}, {}, {}});
+  cases.push_back({"/bin/true", {"/bin/true"}, {}, {}, {}, {}});
+  cases.push_back({"python3 -c pass", {"python3", "-c", "pass"}, {}, {}, {}, {}});
   std::string scratch = AuditDir() + "/dirs";
   mkdir(scratch.c_str(), 0755);
   for (auto& m : plan.mounts) {
@@ -100,6 +102,13 @@ int main(int argc, char** argv) {
       }
       c.raw.push_back(*raw);
       c.safex.push_back(*sx);
+      if (baseline.empty()) continue;
+      auto base = SafexRun(c.argv, baseline, "baseline");
+      if (!base.ok()) {
+        std::fprintf(stderr, "baseline run failed: %s\n", base.status().ToString().c_str());
+        return 1;
+      }
+      c.base.push_back(*base);
     }
   }
   std::printf("run_bench: %d runs per case, policy python-untrusted, median wall ms\n", runs);
@@ -107,6 +116,14 @@ int main(int argc, char** argv) {
   for (Case& c : cases) {
     double raw = bench::Median(c.raw), sx = bench::Median(c.safex);
     std::printf("%-18s %12.1f %12.1f %9.2fx\n", c.name, raw, sx, sx / raw);
+  }
+  if (!baseline.empty()) {
+    std::printf("\nagainst the baseline %s, median wall ms\n", baseline.c_str());
+    std::printf("%-18s %12s %12s %10s\n", "program", "baseline", "this build", "ratio");
+    for (Case& c : cases) {
+      double base = bench::Median(c.base), sx = bench::Median(c.safex);
+      std::printf("%-18s %12.1f %12.1f %9.2fx\n", c.name, base, sx, sx / base);
+    }
   }
   std::printf("\nruns per second, /bin/true, %d runs per point\n", 2 * runs);
   std::printf("%-12s %12s %12s\n", "concurrency", "runsc run", "safex run");

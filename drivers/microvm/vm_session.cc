@@ -207,6 +207,8 @@ class Session {
 
   void QueueFrame(FrameType t, std::string_view payload) { AppendFrame(t, payload, &out_); }
 
+  // One frame: the size check, the setup error the guest may send until its program starts, then
+  // the phase's own handler (the protocol is a fixed sequence of phases; docs/microvm.md).
   void Handle(const Frame& f) {
     if (f.payload.size() > MaxPayload(f.type)) {
       r_.violation = "oversized frame of type " + std::to_string(static_cast<uint32_t>(f.type));
@@ -221,116 +223,126 @@ class Session {
       return;
     }
     switch (r_.phase) {
-      case Phase::kBooting: {
-        if (f.type != FrameType::kHello) return Unexpected(f);
-        // The version comes first in every version of kHello: check it before the rest, so an
-        // initramfs built from other sources gets a message that says so.
-        Decoder version_reader(f.payload);
-        uint32_t version = 0;
-        if (version_reader.U32(&version) && version != kProtocolVersion) {
-          r_.violation = "guest agent speaks protocol " + std::to_string(version) + ", the host " +
-                         std::to_string(kProtocolVersion) +
-                         " (rebuild the initramfs: scripts/build-guest.sh)";
-          return;
-        }
-        std::optional<Hello> h = DecodeHello(f.payload);
-        if (!h) {
-          r_.violation =
-              "malformed hello (an initramfs from other sources? rebuild it: "
-              "scripts/build-guest.sh)";
-          return;
-        }
-        h->kernel_release = Sanitize(h->kernel_release, 128);
-        r_.hello = h;
-        r_.t_hello = Since();
-        if (c_.spec_payload.empty()) {
-          r_.phase = Phase::kDone;  // a probe boot
-          return;
-        }
-        QueueFrame(FrameType::kSpec, c_.spec_payload);
-        if (c_.stdin_data) {
-          std::string_view in = *c_.stdin_data;
-          for (size_t off = 0; off < in.size(); off += kMaxDataFrame) {
-            QueueFrame(FrameType::kStdinData, in.substr(off, kMaxDataFrame));
-          }
-          QueueFrame(FrameType::kStdinEnd, "");
-        }
-        r_.phase = Phase::kSetup;
-        Flush(ctl_);  // now, not at the next poll: the guest is waiting for it
-        return;
-      }
+      case Phase::kBooting:
+        return WhileBooting(f);
       case Phase::kSetup:
-        if (f.type != FrameType::kStarted) return Unexpected(f);
-        r_.t_started = Since();
-        r_.phase = Phase::kRunning;
-        deadline_ = Clock::now() + c_.wall_timeout;
-        if (c_.on_started) c_.on_started();
-        return;
+        return WhileSettingUp(f);
       case Phase::kRunning:
-        if (f.type == FrameType::kStdout || f.type == FrameType::kStderr) {
-          uint64_t have = r_.stdout_data.size() + r_.stderr_data.size();
-          uint64_t room = c_.output_cap > have ? c_.output_cap - have : 0;
-          std::string& dst = f.type == FrameType::kStdout ? r_.stdout_data : r_.stderr_data;
-          dst.append(f.payload, 0, static_cast<size_t>(std::min<uint64_t>(room, f.payload.size())));
-          // The agent caps first; more than the cap means it no longer does what it should.
-          if (f.payload.size() > room) r_.output_cap_hit = true;
-          return;
-        }
-        if (f.type == FrameType::kExit) {
-          std::optional<ExitReport> e = DecodeExit(f.payload);
-          if (!e) {
-            r_.violation = "malformed exit report";
-            return;
-          }
-          e->detail = Sanitize(e->detail, 1024);
-          r_.exit = e;
-          r_.t_exit = Since();
-          r_.phase = Phase::kOutputs;
-          deadline_ = Clock::now() + c_.collect_timeout;
-          return;
-        }
-        return Unexpected(f);
-      case Phase::kOutputs: {
-        Status st;
-        if (f.type == FrameType::kOutputsDone) {
-          Decoder d(f.payload);
-          uint64_t skipped = 0;
-          if (!d.U64(&skipped) || !d.AtEnd()) {
-            r_.violation = "malformed end of outputs";
-            return;
-          }
-          if (c_.outputs != nullptr && c_.outputs->in_file()) {
-            r_.violation = "outputs ended inside a file";
-            return;
-          }
-          r_.outputs_skipped = skipped;
-          r_.outputs_complete = true;
-          r_.t_done = Since();
-          r_.phase = Phase::kDone;
-          return;
-        }
-        if (f.type != FrameType::kFileBegin && f.type != FrameType::kFileData &&
-            f.type != FrameType::kFileEnd) {
-          return Unexpected(f);
-        }
-        if (c_.outputs == nullptr) {
-          r_.violation = "output files from a plan without output mounts";
-          return;
-        }
-        if (f.type == FrameType::kFileBegin) {
-          std::optional<FileHeader> h = DecodeFileHeader(f.payload);
-          st = h ? c_.outputs->Begin(*h) : Status::DataLoss("malformed file header");
-        } else if (f.type == FrameType::kFileData) {
-          st = c_.outputs->Data(f.payload);
-        } else {
-          st = c_.outputs->End();
-        }
-        if (!st.ok()) r_.violation = st.message();
-        return;
-      }
+        return WhileRunning(f);
+      case Phase::kOutputs:
+        return WhileReturningOutputs(f);
       case Phase::kDone:
         return;
     }
+  }
+
+  // kHello: check the protocol version first (it comes first in every version of kHello, so an
+  // initramfs built from other sources gets a message that says so), then send the spec and stdin.
+  void WhileBooting(const Frame& f) {
+    if (f.type != FrameType::kHello) return Unexpected(f);
+    Decoder version_reader(f.payload);
+    uint32_t version = 0;
+    if (version_reader.U32(&version) && version != kProtocolVersion) {
+      r_.violation = "guest agent speaks protocol " + std::to_string(version) + ", the host " +
+                     std::to_string(kProtocolVersion) +
+                     " (rebuild the initramfs: scripts/build-guest.sh)";
+      return;
+    }
+    std::optional<Hello> h = DecodeHello(f.payload);
+    if (!h) {
+      r_.violation =
+          "malformed hello (an initramfs from other sources? rebuild it: scripts/build-guest.sh)";
+      return;
+    }
+    h->kernel_release = Sanitize(h->kernel_release, 128);
+    r_.hello = h;
+    r_.t_hello = Since();
+    if (c_.spec_payload.empty()) {
+      r_.phase = Phase::kDone;  // a probe boot
+      return;
+    }
+    QueueFrame(FrameType::kSpec, c_.spec_payload);
+    if (c_.stdin_data) {
+      std::string_view in = *c_.stdin_data;
+      for (size_t off = 0; off < in.size(); off += kMaxDataFrame) {
+        QueueFrame(FrameType::kStdinData, in.substr(off, kMaxDataFrame));
+      }
+      QueueFrame(FrameType::kStdinEnd, "");
+    }
+    r_.phase = Phase::kSetup;
+    Flush(ctl_);  // now, not at the next poll: the guest is waiting for it
+  }
+
+  // kStarted: the program runs; the wall-time deadline starts now.
+  void WhileSettingUp(const Frame& f) {
+    if (f.type != FrameType::kStarted) return Unexpected(f);
+    r_.t_started = Since();
+    r_.phase = Phase::kRunning;
+    deadline_ = Clock::now() + c_.wall_timeout;
+    if (c_.on_started) c_.on_started();
+  }
+
+  // Output streams, capped here too (the agent caps first; more than the cap means it no longer
+  // does what it should), until the exit report.
+  void WhileRunning(const Frame& f) {
+    if (f.type == FrameType::kStdout || f.type == FrameType::kStderr) {
+      uint64_t have = r_.stdout_data.size() + r_.stderr_data.size();
+      uint64_t room = c_.output_cap > have ? c_.output_cap - have : 0;
+      std::string& dst = f.type == FrameType::kStdout ? r_.stdout_data : r_.stderr_data;
+      dst.append(f.payload, 0, static_cast<size_t>(std::min<uint64_t>(room, f.payload.size())));
+      if (f.payload.size() > room) r_.output_cap_hit = true;
+      return;
+    }
+    if (f.type != FrameType::kExit) return Unexpected(f);
+    std::optional<ExitReport> e = DecodeExit(f.payload);
+    if (!e) {
+      r_.violation = "malformed exit report";
+      return;
+    }
+    e->detail = Sanitize(e->detail, 1024);
+    r_.exit = e;
+    r_.t_exit = Since();
+    r_.phase = Phase::kOutputs;
+    deadline_ = Clock::now() + c_.collect_timeout;
+  }
+
+  // Output files, one Begin/Data.../End at a time, into the receiver, until kOutputsDone.
+  void WhileReturningOutputs(const Frame& f) {
+    if (f.type == FrameType::kOutputsDone) {
+      Decoder d(f.payload);
+      uint64_t skipped = 0;
+      if (!d.U64(&skipped) || !d.AtEnd()) {
+        r_.violation = "malformed end of outputs";
+        return;
+      }
+      if (c_.outputs != nullptr && c_.outputs->in_file()) {
+        r_.violation = "outputs ended inside a file";
+        return;
+      }
+      r_.outputs_skipped = skipped;
+      r_.outputs_complete = true;
+      r_.t_done = Since();
+      r_.phase = Phase::kDone;
+      return;
+    }
+    if (f.type != FrameType::kFileBegin && f.type != FrameType::kFileData &&
+        f.type != FrameType::kFileEnd) {
+      return Unexpected(f);
+    }
+    if (c_.outputs == nullptr) {
+      r_.violation = "output files from a plan without output mounts";
+      return;
+    }
+    Status st;
+    if (f.type == FrameType::kFileBegin) {
+      std::optional<FileHeader> h = DecodeFileHeader(f.payload);
+      st = h ? c_.outputs->Begin(*h) : Status::DataLoss("malformed file header");
+    } else if (f.type == FrameType::kFileData) {
+      st = c_.outputs->Data(f.payload);
+    } else {
+      st = c_.outputs->End();
+    }
+    if (!st.ok()) r_.violation = st.message();
   }
 
   const SessionConfig& c_;

@@ -314,6 +314,96 @@ Status WaitForBackgroundTeardowns() {
   return std::exchange(bg.first_error, Status());
 }
 
+namespace {
+
+// Step 1 of Create: the flows the rulesets allow and the sandbox's hosts file, from the resolved
+// egress; refuses, before anything exists, an address that is never reachable or is another run's.
+Status PlanFlows(const std::vector<ResolvedEgress>& egress, const AddressPool& pool,
+                 const std::string& pool_cidr, std::vector<EgressFlow>* flows, std::string* hosts) {
+  *hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  std::vector<std::string> host_lines;
+  for (const ResolvedEgress& e : egress) {
+    const std::string where = "egress \"" + e.rule.host + ":" + std::to_string(e.rule.port) + "\"";
+    if (e.rule.port == 0) return Status::InvalidArgument(where + ": port 0");
+    bool any_v4 = false;
+    for (const plan::IpAddress& a : e.addresses) {
+      const plan::AddressClass c = plan::Classify(a);
+      if (NeverReachable(c)) {
+        return Status::PermissionDenied(where + ": " + a.ToString() + " (address class: " +
+                                        plan::AddressClassName(c) + ") is never reachable");
+      }
+      if (a.family != AF_INET) continue;  // IPv4-only runs; see docs/network.md
+      const uint32_t v4 = V4(a);
+      if (pool.Contains(v4)) {
+        return Status::PermissionDenied(where + ": " + a.ToString() +
+                                        " is inside the run address pool " + pool_cidr +
+                                        " (other runs are never reachable)");
+      }
+      any_v4 = true;
+      EgressFlow f{v4, e.rule.port, e.rule.protocol};
+      if (std::find(flows->begin(), flows->end(), f) == flows->end()) flows->push_back(f);
+      if (!e.literal) {
+        std::string line = a.ToString() + "\t" + e.rule.host + "\n";
+        if (std::find(host_lines.begin(), host_lines.end(), line) == host_lines.end()) {
+          host_lines.push_back(line);
+        }
+      }
+    }
+    if (!any_v4) {
+      return Status::FailedPrecondition(where +
+                                        ": no IPv4 address; IPv6 egress is not supported yet");
+    }
+  }
+  if (!host_lines.empty()) *hosts += "# granted egress names, resolved by safex at run start\n";
+  for (const std::string& l : host_lines) *hosts += l;
+  return Status::Ok();
+}
+
+// Steps 4-6 of Create, once the slot is leased: the namespace, the rules (before the links, so
+// that no packet crosses the veth before both rulesets are in place), then the veth pair, its
+// addresses and routes. Each resource is marked in *own as soon as it exists (the caller tears
+// down on failure).
+Status BuildNamespaceAndLinks(const NetworkConfig& cfg, const std::string& run_id,
+                              const SandboxLink& link, const std::vector<EgressFlow>& flows,
+                              OwnedNetwork* own) {
+  SAFEX_ASSIGN_OR_RETURN(own->netns, CreatePinnedNetns(cfg.netns_dir, NetnsPinName(run_id)));
+  own->pin_created = true;
+
+  SAFEX_RETURN_IF_ERROR(
+      NftRun(own->netns.get(), RunNamespaceRuleset(flows, cfg.pool_cidr)).status());
+  // `create` fails if the table exists: never merge our rules into someone else's table.
+  SAFEX_RETURN_IF_ERROR(
+      NftRunShared(own->uplink.get(),
+                   "create table inet " + own->table + "\n" +
+                       UplinkRuleset(own->table, own->veth, link.address, flows, cfg.pool_cidr))
+          .status());
+  own->table_created = true;
+
+  SAFEX_ASSIGN_OR_RETURN(own->uplink_rtnl, RtnlSocket::OpenIn(own->uplink.get()));
+  SAFEX_ASSIGN_OR_RETURN(RtnlSocket inside, RtnlSocket::OpenIn(own->netns.get()));
+  SAFEX_RETURN_IF_ERROR(own->uplink_rtnl.CreateVethPair(own->veth, link.ifname, own->netns.get()));
+  own->veth_created = true;
+
+  SAFEX_ASSIGN_OR_RETURN(int host_idx, own->uplink_rtnl.LinkIndex(own->veth));
+  SAFEX_RETURN_IF_ERROR(own->uplink_rtnl.AddIpv4Address(host_idx, link.gateway, link.prefix));
+  SAFEX_RETURN_IF_ERROR(own->uplink_rtnl.SetLinkUp(host_idx));
+  SAFEX_ASSIGN_OR_RETURN(int lo_idx, inside.LinkIndex("lo"));
+  SAFEX_ASSIGN_OR_RETURN(int eth_idx, inside.LinkIndex(link.ifname));
+  SAFEX_RETURN_IF_ERROR(inside.SetLinkUp(lo_idx));
+  SAFEX_RETURN_IF_ERROR(inside.AddIpv4Address(eth_idx, link.address, link.prefix));
+  SAFEX_RETURN_IF_ERROR(inside.SetLinkUp(eth_idx));
+  SAFEX_RETURN_IF_ERROR(inside.AddDefaultRoute(link.gateway, eth_idx));
+  // Ready means ready: the sandbox's first packet must not meet a link still coming up.
+  SAFEX_RETURN_IF_ERROR(inside.WaitOperUp(eth_idx, kLinkUpTimeoutMs));
+  return own->uplink_rtnl.WaitOperUp(host_idx, kLinkUpTimeoutMs);
+}
+
+}  // namespace
+
+// In order: check and plan (nothing exists yet), the uplink, the leased slot whose record names
+// every later resource before it exists (so a crash at any later point leaves nothing the
+// reconciler cannot find), then the namespace, rules and links; any failure after the lease
+// tears down what exists.
 Result<RunNetwork> RunNetwork::Create(const NetworkConfig& cfg, const std::string& run_id,
                                       const std::vector<ResolvedEgress>& egress) {
   SAFEX_RETURN_IF_ERROR(ValidateNetworkConfig(cfg));
@@ -333,49 +423,13 @@ Result<RunNetwork> RunNetwork::Create(const NetworkConfig& cfg, const std::strin
   s->own.pin = cfg.netns_dir + "/" + NetnsPinName(run_id);
   s->own.veth = HostVethName(run_id);
   s->own.table = UplinkTableName(run_id);
-  s->hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  std::vector<std::string> host_lines;
-  for (const ResolvedEgress& e : egress) {
-    const std::string where = "egress \"" + e.rule.host + ":" + std::to_string(e.rule.port) + "\"";
-    if (e.rule.port == 0) return Status::InvalidArgument(where + ": port 0");
-    bool any_v4 = false;
-    for (const plan::IpAddress& a : e.addresses) {
-      const plan::AddressClass c = plan::Classify(a);
-      if (NeverReachable(c)) {
-        return Status::PermissionDenied(where + ": " + a.ToString() + " (address class: " +
-                                        plan::AddressClassName(c) + ") is never reachable");
-      }
-      if (a.family != AF_INET) continue;  // IPv4-only runs; see docs/network.md
-      const uint32_t v4 = V4(a);
-      if (pool.Contains(v4)) {
-        return Status::PermissionDenied(where + ": " + a.ToString() +
-                                        " is inside the run address pool " + cfg.pool_cidr +
-                                        " (other runs are never reachable)");
-      }
-      any_v4 = true;
-      EgressFlow f{v4, e.rule.port, e.rule.protocol};
-      if (std::find(s->flows.begin(), s->flows.end(), f) == s->flows.end()) s->flows.push_back(f);
-      if (!e.literal) {
-        std::string line = a.ToString() + "\t" + e.rule.host + "\n";
-        if (std::find(host_lines.begin(), host_lines.end(), line) == host_lines.end()) {
-          host_lines.push_back(line);
-        }
-      }
-    }
-    if (!any_v4) {
-      return Status::FailedPrecondition(where +
-                                        ": no IPv4 address; IPv6 egress is not supported yet");
-    }
-  }
-  if (!host_lines.empty()) s->hosts += "# granted egress names, resolved by safex at run start\n";
-  for (const std::string& l : host_lines) s->hosts += l;
+  SAFEX_RETURN_IF_ERROR(PlanFlows(egress, pool, cfg.pool_cidr, &s->flows, &s->hosts));
 
   // 2. The uplink, and forwarding in it.
   SAFEX_ASSIGN_OR_RETURN(s->own.uplink, OpenNetns(cfg.uplink_netns));
   SAFEX_RETURN_IF_ERROR(EnsureForwarding(s->own.uplink.get(), cfg.manage_ip_forward));
 
-  // 3. The address slot; its record names every resource below BEFORE it exists, so a crash at
-  //    any later point leaves nothing the reconciler cannot find.
+  // 3. The address slot, its record naming every resource below.
   SlotRecord rec;
   rec.run_id = run_id;
   rec.pid = ::getpid();
@@ -392,58 +446,11 @@ Result<RunNetwork> RunNetwork::Create(const NetworkConfig& cfg, const std::strin
   s->link.gateway = s->own.lease.gateway();
   s->link.prefix = SlotLease::kPrefix;
 
-  // From here on, every failure tears down what exists.
-  auto fail = [&s](Status st) -> Status {
+  // 4-6. The namespace, the rules, the links; from here on every failure tears down what exists.
+  if (Status st = BuildNamespaceAndLinks(cfg, run_id, s->link, s->flows, &s->own); !st.ok()) {
     (void)s->Teardown();
     return st.With("setting up the network of the run");
-  };
-
-  // 4. The namespace.
-  auto ns = CreatePinnedNetns(cfg.netns_dir, NetnsPinName(run_id));
-  if (!ns.ok()) return fail(ns.status());
-  s->own.netns = std::move(*ns);
-  s->own.pin_created = true;
-
-  // 5. Rules before links: no packet can cross the veth before both rulesets are in place.
-  auto r1 = NftRun(s->own.netns.get(), RunNamespaceRuleset(s->flows, cfg.pool_cidr));
-  if (!r1.ok()) return fail(r1.status());
-  // `create` fails if the table exists: never merge our rules into someone else's table.
-  auto r2 = NftRunShared(
-      s->own.uplink.get(),
-      "create table inet " + s->own.table + "\n" +
-          UplinkRuleset(s->own.table, s->own.veth, s->link.address, s->flows, cfg.pool_cidr));
-  if (!r2.ok()) return fail(r2.status());
-  s->own.table_created = true;
-
-  // 6. The veth pair, addresses, routes.
-  auto up = RtnlSocket::OpenIn(s->own.uplink.get());
-  if (!up.ok()) return fail(up.status());
-  s->own.uplink_rtnl = std::move(*up);
-  auto inside = RtnlSocket::OpenIn(s->own.netns.get());
-  if (!inside.ok()) return fail(inside.status());
-  Status st = s->own.uplink_rtnl.CreateVethPair(s->own.veth, s->link.ifname, s->own.netns.get());
-  if (!st.ok()) return fail(st);
-  s->own.veth_created = true;
-
-  auto host_idx = s->own.uplink_rtnl.LinkIndex(s->own.veth);
-  if (!host_idx.ok()) return fail(host_idx.status());
-  st = s->own.uplink_rtnl.AddIpv4Address(*host_idx, s->link.gateway, s->link.prefix);
-  if (st.ok()) st = s->own.uplink_rtnl.SetLinkUp(*host_idx);
-  if (!st.ok()) return fail(st);
-
-  auto lo_idx = inside->LinkIndex("lo");
-  auto eth_idx = inside->LinkIndex(s->link.ifname);
-  if (!lo_idx.ok()) return fail(lo_idx.status());
-  if (!eth_idx.ok()) return fail(eth_idx.status());
-  st = inside->SetLinkUp(*lo_idx);
-  if (st.ok()) st = inside->AddIpv4Address(*eth_idx, s->link.address, s->link.prefix);
-  if (st.ok()) st = inside->SetLinkUp(*eth_idx);
-  if (st.ok()) st = inside->AddDefaultRoute(s->link.gateway, *eth_idx);
-  // Ready means ready: the sandbox's first packet must not meet a link still coming up.
-  if (st.ok()) st = inside->WaitOperUp(*eth_idx, kLinkUpTimeoutMs);
-  if (st.ok()) st = s->own.uplink_rtnl.WaitOperUp(*host_idx, kLinkUpTimeoutMs);
-  if (!st.ok()) return fail(st);
-
+  }
   return RunNetwork(std::move(s));
 }
 

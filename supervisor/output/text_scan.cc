@@ -125,6 +125,26 @@ void CountLinesOnly(std::string_view text, const ScanOptions& o, ScanResult* r) 
   r->lines = newlines + ((!text.empty() && text.back() != '\n') ? 1 : 0);
 }
 
+std::string Utf8Problem(Utf8Status status, unsigned char byte) {
+  if (status == Utf8Status::kTruncated) return "UTF-8 sequence cut short by the end of the text";
+  char what[80];
+  std::snprintf(what, sizeof what, "invalid UTF-8 byte 0x%02x", byte);
+  return what;
+}
+
+// After the scan: the rest of the text into the output (strip mode), then the line count of what
+// is kept and whether it goes past the line limit.
+void Finish(std::string_view text, uint64_t copied, uint64_t newlines, bool cut_seen,
+            ScanResult* r) {
+  const uint64_t kept_end = text.size() - r->partial_tail_dropped;
+  if (r->modified) r->output.append(text.data() + copied, kept_end - copied);
+  const uint64_t out_len = kept_end - r->bytes_removed;
+  char last = 0;
+  if (out_len > 0) last = r->modified ? r->output.back() : text[kept_end - 1];
+  r->lines = newlines + ((out_len > 0 && last != '\n') ? 1 : 0);
+  r->lines_exceeded = cut_seen && out_len > r->line_cut;
+}
+
 }  // namespace
 
 ScanResult ScanText(std::string_view text, const ScanOptions& o) {
@@ -201,15 +221,11 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
         ++i;
         continue;
       }
-      if (c == 0x1B) {
-        const char* kind = "";
-        const uint64_t end = EscapeEnd(b, n, i, &kind);
-        if (!control(i, end, kind, -1)) return r;
-        i = end;
-      } else {
-        if (!control(i, i + 1, "control character", c)) return r;
-        ++i;
-      }
+      // ESC takes its whole sequence with it; any other C0 control is one byte.
+      const char* kind = "control character";
+      const uint64_t end = c == 0x1B ? EscapeEnd(b, n, i, &kind) : i + 1;
+      if (!control(i, end, kind, c == 0x1B ? -1 : c)) return r;
+      i = end;
       continue;
     }
     const Utf8Char u = DecodeUtf8(b + i, b + n);
@@ -233,13 +249,7 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
         r.partial_tail_dropped = u.length;  // the cut's doing, not the program's
         break;
       }
-      char what[80];
-      if (u.status == Utf8Status::kTruncated) {
-        std::snprintf(what, sizeof what, "UTF-8 sequence cut short by the end of the text");
-      } else {
-        std::snprintf(what, sizeof what, "invalid UTF-8 byte 0x%02x", c);
-      }
-      r.utf8_error = ScanProblem{i, newlines + 1, what};
+      r.utf8_error = ScanProblem{i, newlines + 1, Utf8Problem(u.status, c)};
       return r;
     }
     // Not UTF-8 checked: a raw 0x80..0x9F acts as a C1 control on an 8-bit terminal.
@@ -253,13 +263,7 @@ ScanResult ScanText(std::string_view text, const ScanOptions& o) {
     ++i;
   }
 
-  const uint64_t kept_end = n - r.partial_tail_dropped;
-  if (r.modified) r.output.append(text.data() + copied, kept_end - copied);
-  const uint64_t out_len = kept_end - r.bytes_removed;
-  char last = 0;
-  if (out_len > 0) last = r.modified ? r.output.back() : text[kept_end - 1];
-  r.lines = newlines + ((out_len > 0 && last != '\n') ? 1 : 0);
-  r.lines_exceeded = cut_seen && out_len > r.line_cut;
+  Finish(text, copied, newlines, cut_seen, &r);
   return r;
 }
 

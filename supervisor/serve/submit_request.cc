@@ -59,6 +59,113 @@ size_t JsonNestingDepth(std::string_view text, size_t cap) {
   return max_depth;
 }
 
+namespace {
+
+Status ReadPolicy(const json& v, SubmitRequest* req) {
+  if (!v.is_string()) return Status::InvalidArgument("\"policy\" must be a string");
+  req->policy = v.get<std::string>();
+  if (!ValidPolicyName(req->policy)) {
+    return Status::InvalidArgument("\"policy\" must be a policy name ([a-z0-9-], 1-128)");
+  }
+  return Status::Ok();
+}
+
+// Counted and summed while read: the caps hold before the copy is made.
+Status ReadArgv(const json& v, const RequestLimits& limits, SubmitRequest* req) {
+  if (!v.is_array()) return Status::InvalidArgument("\"argv\" must be an array of strings");
+  if (v.empty()) return Status::InvalidArgument("\"argv\" is empty: nothing to run");
+  if (v.size() > limits.max_argv) {
+    return Status::ResourceExhausted("\"argv\" has " + std::to_string(v.size()) +
+                                     " entries; the limit is " + std::to_string(limits.max_argv));
+  }
+  uint64_t total = 0;
+  for (const json& a : v) {
+    if (!a.is_string()) return Status::InvalidArgument("\"argv\" must hold only strings");
+    const std::string& s = a.get_ref<const std::string&>();
+    if (s.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("an argv string holds a NUL byte");
+    }
+    total += s.size() + 1;
+    if (total > limits.max_argv_bytes) {
+      return Status::ResourceExhausted("\"argv\" is larger than " +
+                                       std::to_string(limits.max_argv_bytes) + " bytes");
+    }
+    req->argv.push_back(s);
+  }
+  if (req->argv[0].empty()) return Status::InvalidArgument("argv[0] is empty");
+  return Status::Ok();
+}
+
+// The decoded size is bounded from the text's length before anything is decoded.
+Status ReadStdin(const json& v, const RequestLimits& limits, SubmitRequest* req) {
+  if (!v.is_string()) return Status::InvalidArgument("\"stdin\" must be a base64 string");
+  const std::string& text = v.get_ref<const std::string&>();
+  const auto too_large = [&] {
+    return Status::ResourceExhausted("\"stdin\" is larger than " +
+                                     std::to_string(limits.max_stdin_bytes) + " bytes");
+  };
+  if (Base64DecodedBound(text.size()) > limits.max_stdin_bytes + 2) return too_large();
+  auto data = Base64Decode(text);
+  if (!data) return Status::InvalidArgument("\"stdin\" is not canonical base64");
+  if (data->size() > limits.max_stdin_bytes) return too_large();
+  req->stdin_data = std::move(*data);
+  return Status::Ok();
+}
+
+// One `{"name": ..., "data": ...}` entry; `total` is the decoded size of the files so far.
+Status ReadInputFile(const json& f, const RequestLimits& limits, std::set<std::string>* names,
+                     uint64_t* total, SubmitRequest* req) {
+  if (!f.is_object()) return Status::InvalidArgument("each file must be an object");
+  const json* name = nullptr;
+  const json* data = nullptr;
+  for (auto fit = f.begin(); fit != f.end(); ++fit) {
+    if (fit.key() == "name") {
+      name = &fit.value();
+    } else if (fit.key() == "data") {
+      data = &fit.value();
+    } else {
+      return Status::InvalidArgument("unknown field \"" + fit.key() +
+                                     "\" in a file (expected name, data)");
+    }
+  }
+  if (name == nullptr || !name->is_string() || data == nullptr || !data->is_string()) {
+    return Status::InvalidArgument("each file needs a string \"name\" and \"data\"");
+  }
+  const std::string& n = name->get_ref<const std::string&>();
+  if (!ValidInputFileName(n)) {
+    return Status::InvalidArgument(
+        "file name must be 1-255 of [A-Za-z0-9._-], not starting with '.' (no paths)");
+  }
+  if (!names->insert(n).second) return Status::InvalidArgument("file \"" + n + "\" is given twice");
+  const auto too_large = [&] {
+    return Status::ResourceExhausted("input files are larger than " +
+                                     std::to_string(limits.max_input_bytes) + " bytes");
+  };
+  const std::string& text = data->get_ref<const std::string&>();
+  if (*total + Base64DecodedBound(text.size()) > limits.max_input_bytes + 2) return too_large();
+  auto bytes = Base64Decode(text);
+  if (!bytes) return Status::InvalidArgument("data of file \"" + n + "\" is not canonical base64");
+  *total += bytes->size();
+  if (*total > limits.max_input_bytes) return too_large();
+  req->files.push_back({n, std::move(*bytes)});
+  return Status::Ok();
+}
+
+Status ReadFiles(const json& v, const RequestLimits& limits, SubmitRequest* req) {
+  if (!v.is_array()) return Status::InvalidArgument("\"files\" must be an array");
+  if (v.size() > limits.max_input_files) {
+    return Status::ResourceExhausted("\"files\" has " + std::to_string(v.size()) +
+                                     " entries; the limit is " +
+                                     std::to_string(limits.max_input_files));
+  }
+  std::set<std::string> names;
+  uint64_t total = 0;
+  for (const json& f : v) SAFEX_RETURN_IF_ERROR(ReadInputFile(f, limits, &names, &total, req));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits) {
   // The depth check first: a deeply nested document is refused before any tree is built.
   if (JsonNestingDepth(body, kMaxDepth) == SIZE_MAX) {
@@ -82,100 +189,15 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
     const std::string& key = it.key();
     const json& v = it.value();
     if (key == "policy") {
-      if (!v.is_string()) return Status::InvalidArgument("\"policy\" must be a string");
-      req.policy = v.get<std::string>();
-      if (!ValidPolicyName(req.policy)) {
-        return Status::InvalidArgument("\"policy\" must be a policy name ([a-z0-9-], 1-128)");
-      }
+      SAFEX_RETURN_IF_ERROR(ReadPolicy(v, &req));
       have_policy = true;
     } else if (key == "argv") {
-      if (!v.is_array()) return Status::InvalidArgument("\"argv\" must be an array of strings");
-      if (v.empty()) return Status::InvalidArgument("\"argv\" is empty: nothing to run");
-      if (v.size() > limits.max_argv) {
-        return Status::ResourceExhausted("\"argv\" has " + std::to_string(v.size()) +
-                                         " entries; the limit is " +
-                                         std::to_string(limits.max_argv));
-      }
-      uint64_t total = 0;
-      for (const json& a : v) {
-        if (!a.is_string()) return Status::InvalidArgument("\"argv\" must hold only strings");
-        const std::string& s = a.get_ref<const std::string&>();
-        if (s.find('\0') != std::string::npos) {
-          return Status::InvalidArgument("an argv string holds a NUL byte");
-        }
-        total += s.size() + 1;
-        if (total > limits.max_argv_bytes) {
-          return Status::ResourceExhausted("\"argv\" is larger than " +
-                                           std::to_string(limits.max_argv_bytes) + " bytes");
-        }
-        req.argv.push_back(s);
-      }
-      if (req.argv[0].empty()) return Status::InvalidArgument("argv[0] is empty");
+      SAFEX_RETURN_IF_ERROR(ReadArgv(v, limits, &req));
       have_argv = true;
     } else if (key == "stdin") {
-      if (!v.is_string()) return Status::InvalidArgument("\"stdin\" must be a base64 string");
-      const std::string& text = v.get_ref<const std::string&>();
-      if (Base64DecodedBound(text.size()) > limits.max_stdin_bytes + 2) {
-        return Status::ResourceExhausted("\"stdin\" is larger than " +
-                                         std::to_string(limits.max_stdin_bytes) + " bytes");
-      }
-      auto data = Base64Decode(text);
-      if (!data) return Status::InvalidArgument("\"stdin\" is not canonical base64");
-      if (data->size() > limits.max_stdin_bytes) {
-        return Status::ResourceExhausted("\"stdin\" is larger than " +
-                                         std::to_string(limits.max_stdin_bytes) + " bytes");
-      }
-      req.stdin_data = std::move(*data);
+      SAFEX_RETURN_IF_ERROR(ReadStdin(v, limits, &req));
     } else if (key == "files") {
-      if (!v.is_array()) return Status::InvalidArgument("\"files\" must be an array");
-      if (v.size() > limits.max_input_files) {
-        return Status::ResourceExhausted("\"files\" has " + std::to_string(v.size()) +
-                                         " entries; the limit is " +
-                                         std::to_string(limits.max_input_files));
-      }
-      std::set<std::string> names;
-      uint64_t total = 0;
-      for (const json& f : v) {
-        if (!f.is_object()) return Status::InvalidArgument("each file must be an object");
-        const json* name = nullptr;
-        const json* data = nullptr;
-        for (auto fit = f.begin(); fit != f.end(); ++fit) {
-          if (fit.key() == "name") {
-            name = &fit.value();
-          } else if (fit.key() == "data") {
-            data = &fit.value();
-          } else {
-            return Status::InvalidArgument("unknown field \"" + fit.key() +
-                                           "\" in a file (expected name, data)");
-          }
-        }
-        if (name == nullptr || !name->is_string() || data == nullptr || !data->is_string()) {
-          return Status::InvalidArgument("each file needs a string \"name\" and \"data\"");
-        }
-        const std::string& n = name->get_ref<const std::string&>();
-        if (!ValidInputFileName(n)) {
-          return Status::InvalidArgument(
-              "file name must be 1-255 of [A-Za-z0-9._-], not starting with '.' (no paths)");
-        }
-        if (!names.insert(n).second) {
-          return Status::InvalidArgument("file \"" + n + "\" is given twice");
-        }
-        const std::string& text = data->get_ref<const std::string&>();
-        if (total + Base64DecodedBound(text.size()) > limits.max_input_bytes + 2) {
-          return Status::ResourceExhausted("input files are larger than " +
-                                           std::to_string(limits.max_input_bytes) + " bytes");
-        }
-        auto bytes = Base64Decode(text);
-        if (!bytes) {
-          return Status::InvalidArgument("data of file \"" + n + "\" is not canonical base64");
-        }
-        total += bytes->size();
-        if (total > limits.max_input_bytes) {
-          return Status::ResourceExhausted("input files are larger than " +
-                                           std::to_string(limits.max_input_bytes) + " bytes");
-        }
-        req.files.push_back({n, std::move(*bytes)});
-      }
+      SAFEX_RETURN_IF_ERROR(ReadFiles(v, limits, &req));
     } else {
       return Status::InvalidArgument("unknown field \"" + key +
                                      "\" (expected policy, argv, stdin, files)");
