@@ -42,18 +42,39 @@ constexpr char kRunColumns[] =
     "stderr_sha256, stderr_truncated, validator_results, denied_egress, reason, start_seq, "
     "end_seq";
 
-std::string EventColumnList() {
+// Whether the events table has the version 2 columns. A version 1 log opened read-only does
+// not (writers migrate it at Open): its rows read as if those columns were NULL, which is what
+// they would hold after the migration.
+bool HasV2Columns(sqlite3* db) {
+  Result<Stmt> s = Stmt::Prepare(
+      db, "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'enforcement'");
+  if (!s.ok()) return true;  // the SELECT that follows reports the real problem
+  Result<bool> row = s->Step();
+  const bool has = !row.ok() || !*row || s->Int(0) > 0;
+  s->Reset();
+  return has;
+}
+
+std::string EventColumnList(bool v2 = true) {
   std::string cols;
-  for (auto name : EventColumnNames()) {
+  const auto names = EventColumnNames();
+  for (size_t i = 0; i < names.size(); ++i) {
     if (!cols.empty()) cols += ", ";
-    cols += name;
+    cols +=
+        v2 || i < kNumV1EventColumns ? std::string(names[i]) : "NULL AS " + std::string(names[i]);
   }
   return cols;
 }
 
-std::string SelectEventsSql(std::string_view where) {
-  return "SELECT " + EventColumnList() + ", hash FROM events " + std::string(where) +
-         " ORDER BY seq";
+std::string SelectEventsSql(sqlite3* db, std::string_view where) {
+  return "SELECT " + EventColumnList(HasV2Columns(db)) + ", hash FROM events " +
+         std::string(where) + " ORDER BY seq";
+}
+
+// kRunColumns, with the version 2 columns as NULL on a version 1 log.
+std::string RunColumns(sqlite3* db) {
+  return std::string(kRunColumns) +
+         (HasV2Columns(db) ? ", purpose, enforcement" : ", NULL AS purpose, NULL AS enforcement");
 }
 
 std::string ParentDir(const std::string& path) {
@@ -152,6 +173,8 @@ Result<RunSummary> RunSummaryFrom(const Stmt& s) {
   r.reason = s.Text(i++);
   r.start_seq = s.Int(i++);
   r.end_seq = OptInt(s, i++);
+  r.purpose = s.Text(i++);
+  r.enforcement = s.Text(i++);
   return r;
 }
 
@@ -402,7 +425,7 @@ Result<VerifyReport> FullCheck(sqlite3* db, const std::string& log_id,
 
   const Sha256Digest genesis = GenesisHash(log_id);
   if (wanted.count(0)) wanted[0] = ToHex(genesis);
-  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "")));
   SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep));
   if (!intact) return rep;
   SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
@@ -476,7 +499,7 @@ Result<VerifyReport> IncrementalCheck(sqlite3* db, const std::string& log_id, co
     return Fail(rep, m.verified_seq,
                 MarkerSays(m) + " with another hash: the log was rewritten, or the marker edited");
   }
-  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("WHERE seq > ?1")));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "WHERE seq > ?1")));
   SAFEX_RETURN_IF_ERROR(s.BindInt(1, m.verified_seq));
   // ReadMarker checked the form of the hash.
   SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, m.verified_seq + 1,
@@ -617,10 +640,14 @@ Status AuditLog::Init() {
     SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
     int64_t version = row ? s.Int(0) : 0;
     s.Reset();
-    if (version != internal::kSchemaVersion) {
+    if (version < internal::kOldestReadableSchemaVersion || version > internal::kSchemaVersion) {
       return Status::FailedPrecondition("schema version " + std::to_string(version) +
-                                        " is not supported (this safex reads version " +
-                                        std::to_string(internal::kSchemaVersion) + ")");
+                                        " is not supported (this safex reads " +
+                                        std::to_string(internal::kOldestReadableSchemaVersion) +
+                                        " to " + std::to_string(internal::kSchemaVersion) + ")");
+    }
+    if (version < internal::kSchemaVersion && !options_.read_only) {
+      SAFEX_RETURN_IF_ERROR(MigrateToCurrentSchema(version));
     }
   }
   if (!options_.read_only) {
@@ -688,6 +715,31 @@ Status AuditLog::Init() {
   return Status::Ok();
 }
 
+// A log of an older schema, opened by a writer: brought to the current schema in one
+// transaction, under the write lock (another writer may have done it first: the version is read
+// again under the lock). Old rows are untouched, so their hashes still verify (event_row.h).
+Status AuditLog::MigrateToCurrentSchema(int64_t opened_version) {
+  sqlite3* db = impl_->db.get();
+  TxnGuard guard(db);
+  SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE", "locking the audit log to migrate it"));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, "PRAGMA user_version"));
+  SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
+  const int64_t version = row ? s.Int(0) : opened_version;
+  s.Reset();
+  if (version == 1) {
+    SAFEX_RETURN_IF_ERROR(Exec(db, internal::kMigrateV1ToV2Sql, "adding the version 2 columns"));
+    SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateViewsSql, "recreating the views"));
+    SAFEX_ASSIGN_OR_RETURN(Stmt ins,
+                           Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
+    SAFEX_RETURN_IF_ERROR(ins.BindText(1, "migrated_to_2_ns"));
+    SAFEX_RETURN_IF_ERROR(ins.BindText(2, std::to_string(NowNs())));
+    SAFEX_RETURN_IF_ERROR(ins.Step().status());
+    const std::string stamp = "PRAGMA user_version=" + std::to_string(internal::kSchemaVersion);
+    SAFEX_RETURN_IF_ERROR(Exec(db, stamp.c_str(), "stamping the schema version"));
+  }
+  return Exec(db, "COMMIT", "committing the migration");
+}
+
 Status AuditLog::CreateSchemaIfNew() {
   sqlite3* db = impl_->db.get();
   if (!impl_->memory) {
@@ -724,6 +776,7 @@ Status AuditLog::CreateSchemaIfNew() {
         "not a safex audit log (an SQLite database with other tables); refusing to touch it");
   }
   SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateSchemaSql, "creating the schema"));
+  SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateViewsSql, "creating the views"));
   SAFEX_RETURN_IF_ERROR(
       Exec(db, internal::kCreateIntegrityMarkerSql, "creating the integrity marker table"));
   std::string pragmas = "PRAGMA application_id=" + std::to_string(internal::kApplicationId) +
@@ -878,7 +931,7 @@ Result<std::vector<std::string>> AuditLog::UnfinishedRuns() {
 }
 
 Result<std::vector<RunSummary>> AuditLog::ListRuns(const RunFilter& f) {
-  std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1";
+  std::string sql = "SELECT " + RunColumns(impl_->db.get()) + " FROM runs WHERE 1";
   std::vector<SqlValue> params;
   auto add = [&](const char* cond, SqlValue v) {
     params.push_back(std::move(v));
@@ -922,7 +975,7 @@ Result<RunDetail> AuditLog::GetRun(std::string_view id) {
   {
     // Run ids contain no GLOB metacharacters (IsValidRunId), so id* is a plain prefix match.
     SAFEX_ASSIGN_OR_RETURN(
-        Stmt s, Stmt::Prepare(db, std::string("SELECT ") + kRunColumns +
+        Stmt s, Stmt::Prepare(db, "SELECT " + RunColumns(db) +
                                       " FROM runs WHERE run_id = ?1 OR run_id GLOB ?1 || '*' "
                                       "ORDER BY run_id = ?1 DESC LIMIT 2"));
     SAFEX_RETURN_IF_ERROR(s.BindText(1, id));
@@ -938,7 +991,7 @@ Result<RunDetail> AuditLog::GetRun(std::string_view id) {
     s.Reset();
   }
   {
-    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("WHERE run_id = ?1")));
+    SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "WHERE run_id = ?1")));
     SAFEX_RETURN_IF_ERROR(s.BindText(1, detail.run.run_id));
     for (;;) {
       SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
@@ -959,7 +1012,7 @@ Status AuditLog::ForEachEvent(const std::function<Status(const EventRow&)>& fn) 
   sqlite3* db = impl_->db.get();
   TxnGuard guard(db);
   SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
-  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql("")));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "")));
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
     if (!have) break;

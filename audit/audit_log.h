@@ -84,6 +84,8 @@ struct RunSummary {
   std::vector<ValidatorResult> validator_results;
   std::vector<DeniedEgress> denied_egress;
   std::string reason;  // refusal reason, setup error, or why it was interrupted
+  std::string purpose;      // RunStart::purpose ("" for ordinary runs)
+  std::string enforcement;  // RunEnd::enforcement (JSON; "" when not recorded)
   int64_t start_seq = 0;
   std::optional<int64_t> end_seq;
 };
@@ -216,6 +218,7 @@ class AuditLog {
   AuditLog() = default;
   Status Init();
   Status CreateSchemaIfNew();
+  Status MigrateToCurrentSchema(int64_t opened_version);
   Status Append(EventRow row, EventRef* appended);
   // Moves the integrity marker to (seq, hash); "" when done, else why the log changed under the
   // check (the event no longer has the verified hash).

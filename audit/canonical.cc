@@ -47,13 +47,24 @@ class Reader {
 
 }  // namespace
 
+// How many columns a row is encoded with: the version 1 set when every later column is NULL
+// (event_row.h), all of them otherwise. The count is part of the encoding, so it is never
+// ambiguous which set a hash covers.
+size_t EncodedColumns(const EventRow& row) {
+  for (size_t i = kNumV1EventColumns; i < kNumEventColumns; ++i) {
+    if (!std::holds_alternative<std::monostate>(row.values[i])) return kNumEventColumns;
+  }
+  return kNumV1EventColumns;
+}
+
 std::string EncodeEvent(const EventRow& row) {
   std::string out(kMagic);
+  const size_t columns = EncodedColumns(row);
   out.push_back(static_cast<char>(kEncodingVersion));
-  out.push_back(static_cast<char>((kNumEventColumns >> 8) & 0xff));
-  out.push_back(static_cast<char>(kNumEventColumns & 0xff));
+  out.push_back(static_cast<char>((columns >> 8) & 0xff));
+  out.push_back(static_cast<char>(columns & 0xff));
   const auto names = EventColumnNames();
-  for (size_t i = 0; i < kNumEventColumns; ++i) {
+  for (size_t i = 0; i < columns; ++i) {
     out.push_back(static_cast<char>(names[i].size()));
     out.append(names[i]);
     const SqlValue& v = row.values[i];
@@ -84,12 +95,12 @@ Result<EventRow> DecodeEvent(std::string_view bytes) {
     return Status::InvalidArgument("event encoding: unknown version");
   }
   uint64_t count = 0;
-  if (!r.BigEndian(2, &count) || count != kNumEventColumns) {
+  if (!r.BigEndian(2, &count) || (count != kNumEventColumns && count != kNumV1EventColumns)) {
     return Status::InvalidArgument("event encoding: wrong field count");
   }
   EventRow row;
   const auto names = EventColumnNames();
-  for (size_t i = 0; i < kNumEventColumns; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     uint8_t name_len = 0;
     std::string_view name;
     if (!r.Byte(&name_len) || !r.Take(name_len, &name) || name != names[i]) {
@@ -116,6 +127,11 @@ Result<EventRow> DecodeEvent(std::string_view bytes) {
     }
   }
   if (!r.AtEnd()) return Status::InvalidArgument("event encoding: trailing bytes");
+  // Only NULLs may be left out: a full encoding whose later columns are all NULL is not the
+  // canonical encoding of its row.
+  if (count == kNumEventColumns && EncodedColumns(row) != kNumEventColumns) {
+    return Status::InvalidArgument("event encoding: not canonical (empty version 2 columns)");
+  }
   return row;
 }
 

@@ -37,6 +37,8 @@ constexpr std::array<std::string_view, kNumEventColumns> kColumnNames = {
     "validator_results",
     "denied_egress",
     "reason",
+    "purpose",
+    "enforcement",
 };
 
 Result<int64_t> EventTime(int64_t t, int64_t now_ns) {
@@ -86,6 +88,11 @@ Status SetStream(EventRow* row, const StreamSummary& s, EventColumn bytes, Event
   return Status::Ok();
 }
 
+// The version 2 columns stay NULL when unused, so the row keeps its version 1 encoding.
+void SetOptionalText(EventRow* row, EventColumn c, const std::string& text) {
+  if (!text.empty()) row->values[c] = text;
+}
+
 }  // namespace
 
 std::span<const std::string_view> EventColumnNames() { return kColumnNames; }
@@ -117,6 +124,7 @@ Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns) {
   row.values[kColBackend] = r.backend;
   row.values[kColBackendMode] = r.backend_mode;
   row.values[kColArgv] = EncodeStringList(r.argv);
+  SetOptionalText(&row, kColPurpose, r.purpose);
   return row;
 }
 
@@ -149,6 +157,7 @@ Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns) {
   }
   row.values[kColDeniedEgress] = EncodeDeniedEgress(r.denied_egress);
   row.values[kColReason] = r.error;
+  SetOptionalText(&row, kColEnforcement, r.enforcement);
   return row;
 }
 
@@ -168,6 +177,7 @@ Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns) {
   row.values[kColArgv] = EncodeStringList(r.argv);
   row.values[kColVerdict] = std::string(VerdictName(Verdict::kRefused));
   row.values[kColReason] = r.reason;
+  SetOptionalText(&row, kColPurpose, r.purpose);
   return row;
 }
 

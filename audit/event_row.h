@@ -51,8 +51,14 @@ enum EventColumn : size_t {
   kColValidatorResults,
   kColDeniedEgress,
   kColReason,
+  // Schema version 2. A row whose v2 columns are all NULL is encoded (and hashed) with the
+  // first kNumV1EventColumns only, exactly as version 1 encoded it: a migrated log's old events
+  // keep their hashes, and so does every new event that does not use the new columns.
+  kColPurpose,      // "" / NULL: an ordinary run; "test POLICY/NAME", "probe POLICY/NAME"
+  kColEnforcement,  // end events: what the run enforced, read back (JSON)
   kNumEventColumns,
 };
+inline constexpr size_t kNumV1EventColumns = kColPurpose;
 
 // Column names as in the schema, indexed by EventColumn.
 std::span<const std::string_view> EventColumnNames();

@@ -34,6 +34,9 @@ struct RunStart {
   std::string backend_mode;          // e.g. "systrap", "tcg", "kvm"
   std::vector<std::string> argv;
   int64_t start_time_ns = 0;
+  // Why the run was made, when not for a caller's own work: "test POLICY/NAME" for a policy's
+  // test run by `safex test`, "probe POLICY/NAME" for a built-in probe. Empty: an ordinary run.
+  std::string purpose;
 };
 
 // A captured output stream: bytes kept, their SHA-256, and whether the cap cut it short.
@@ -79,6 +82,9 @@ struct RunEnd {
   std::vector<ValidatorResult> validator_results;
   std::vector<DeniedEgress> denied_egress;
   std::string error;  // setup-error detail; empty otherwise
+  // What the run enforced, read back from the kernel and the runtime after set-up (JSON;
+  // docs/audit.md "Evidence"). Empty: not recorded.
+  std::string enforcement;
 };
 
 // A request refused before anything ran (bad policy, ceilings, busy, unwritable state...).
@@ -91,6 +97,7 @@ struct Refusal {
   std::vector<std::string> argv;
   std::string reason;  // required: why it was refused
   int64_t time_ns = 0;
+  std::string purpose;  // as RunStart::purpose
 };
 
 // A run that started and never ended: the service's crash recovery closes it with this.

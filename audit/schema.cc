@@ -44,7 +44,9 @@ CREATE TABLE events (
   validator_results    TEXT,
   denied_egress        TEXT,
   reason               TEXT,
-  hash                 TEXT NOT NULL
+  hash                 TEXT NOT NULL,
+  purpose              TEXT,
+  enforcement          TEXT
 ) STRICT;
 
 CREATE INDEX events_run_id ON events (run_id);
@@ -76,6 +78,10 @@ BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: meta cannot be change
 CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta
 BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: meta cannot be deleted'); END;
 
+)sql";
+
+// The auditor views, replaced as a whole when the schema changes (views hold no data).
+const char* const kCreateViewsSql = R"sql(
 -- One row per run attempt: every start (joined with its end or interruption, if any) and every
 -- refusal. state: running (no end yet), finished, interrupted, refused.
 CREATE VIEW runs AS
@@ -110,7 +116,9 @@ SELECT
   e.validator_results AS validator_results,
   e.denied_egress AS denied_egress,
   e.reason AS reason,
-  s.seq AS start_seq, e.seq AS end_seq
+  s.seq AS start_seq, e.seq AS end_seq,
+  s.purpose AS purpose,
+  e.enforcement AS enforcement
 FROM events AS s
 LEFT JOIN events AS e ON e.run_id = s.run_id AND e.kind IN ('end', 'interrupted')
 WHERE s.kind = 'start'
@@ -124,14 +132,15 @@ SELECT
   NULL, NULL, r.argv,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-  r.reason, r.seq, NULL
+  r.reason, r.seq, NULL,
+  r.purpose, NULL
 FROM events AS r
 WHERE r.kind = 'refusal';
 
 -- Refused requests only.
 CREATE VIEW refusals AS
 SELECT run_id, started_at AS refused_at, start_ns AS time_ns, uid, gid, pid, policy_name,
-       policy_source_digest, plan_digest, argv, reason, start_seq AS seq
+       policy_source_digest, plan_digest, argv, reason, start_seq AS seq, purpose
 FROM runs WHERE state = 'refused';
 
 -- One row per (run, limit that fired): limit_name is wall_time, cpu_time, memory, pids,
@@ -172,6 +181,23 @@ CREATE TABLE IF NOT EXISTS integrity_marker (
   verified_ns   INTEGER NOT NULL,
   full_ns       INTEGER NOT NULL
 ) STRICT;
+)sql";
+
+}  // namespace safex::audit::internal
+
+namespace safex::audit::internal {
+
+// Version 1 -> 2: two nullable columns (purpose, enforcement) and the views that show them. Old
+// rows keep their values and their hashes (event_row.h). Run by the first writer, inside its
+// transaction; the views are recreated from kCreateViewsSql.
+const char* const kMigrateV1ToV2Sql = R"sql(
+ALTER TABLE events ADD COLUMN purpose TEXT;
+ALTER TABLE events ADD COLUMN enforcement TEXT;
+DROP VIEW IF EXISTS egress_denials;
+DROP VIEW IF EXISTS validations;
+DROP VIEW IF EXISTS limit_hits;
+DROP VIEW IF EXISTS refusals;
+DROP VIEW IF EXISTS runs;
 )sql";
 
 }  // namespace safex::audit::internal

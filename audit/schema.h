@@ -9,10 +9,18 @@ namespace safex::audit::internal {
 // PRAGMA application_id: 'SFXA'. A database with another id is not ours and is refused.
 inline constexpr int32_t kApplicationId = 0x53465841;
 // PRAGMA user_version: bumped on any change to the tables or the canonical encoding.
-inline constexpr int32_t kSchemaVersion = 1;
+// 2: events.purpose and events.enforcement (2026-12). Writers migrate a version 1 log in place
+// (kMigrateV1ToV2Sql); readers read version 1 logs as they are (the new columns read as NULL).
+inline constexpr int32_t kSchemaVersion = 2;
+inline constexpr int32_t kOldestReadableSchemaVersion = 1;
 
-// Creates tables, indexes, triggers and views. Run once, inside the creating transaction.
+// Creates tables, indexes and triggers. Run once, inside the creating transaction, followed by
+// kCreateViewsSql.
 extern const char* const kCreateSchemaSql;
+// The auditor views.
+extern const char* const kCreateViewsSql;
+// Adds the version 2 columns and drops the views (recreate them with kCreateViewsSql).
+extern const char* const kMigrateV1ToV2Sql;
 
 // The integrity marker: one row, updated in place, never part of the hash chain (a check only
 // reads it as a claim to test against the chain). It is outside the versioned schema so that

@@ -30,6 +30,7 @@ class Comparer {
     Seccomp();
     Validators();
     Outputs();
+    Tests();
     return std::move(out_);
   }
 
@@ -387,6 +388,39 @@ class Comparer {
     Number("outputs.max_files", "outputs max_files", o_.outputs.max_files, n_.outputs.max_files, 0);
     Number("outputs.max_total_bytes", "outputs max_total", o_.outputs.max_total_bytes,
            n_.outputs.max_total_bytes, 2);
+  }
+
+  // A denial test removed or weakened loosens the evidence (E055); a success test removed or
+  // changed is neutral; a test added, or a denial test narrowed, tightens it.
+  void Tests() {
+    std::map<std::string, size_t> now;
+    for (size_t i = 0; i < n_.tests.size(); ++i) now[n_.tests[i].name] = i;
+    std::set<std::string> old_names;
+    for (size_t i = 0; i < o_.tests.size(); ++i) {
+      const plan::PolicyTest& t = o_.tests[i];
+      old_names.insert(t.name);
+      const bool denial = plan::ExpectsDenial(t.expect);
+      const std::string what =
+          std::string(denial ? "denial" : "success") + " test \"" + t.name + "\"";
+      auto it = now.find(t.name);
+      if (it == now.end()) {
+        Add(denial ? Effect::kLoosens : Effect::kNeutral, "E055", Idx("tests", i),
+            "removes " + what);
+        continue;
+      }
+      const plan::PolicyTest& n = n_.tests[it->second];
+      if (n == t) continue;
+      const std::string f = Idx("tests", it->second);
+      if (plan::Narrows(n, t)) {
+        Add(Effect::kTightens, "", f, "adds expectations to " + what);
+      } else {
+        Add(denial ? Effect::kLoosens : Effect::kNeutral, "E055", f, "changes " + what);
+      }
+    }
+    for (size_t i = 0; i < n_.tests.size(); ++i) {
+      if (old_names.count(n_.tests[i].name) != 0) continue;
+      Add(Effect::kTightens, "", Idx("tests", i), "adds test \"" + n_.tests[i].name + "\"");
+    }
   }
 
   const plan::Plan& o_;

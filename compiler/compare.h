@@ -15,7 +15,7 @@ struct Change {
   Effect effect = Effect::kNeutral;
   // The code a loosening is reported under when a child policy does it without an override:
   // E045 limit, E046 trust, E047 backend, E048 mount, E049 egress, E050 syscalls, E051 root user,
-  // E052 validator. Empty for tightening and neutral changes.
+  // E052 validator, E055 test. Empty for tightening and neutral changes.
   std::string code;
   // Plan field path in `now` (or in `old` for something removed), e.g. "limits.memory_bytes",
   // "mounts[2]", "network.egress[0]".

@@ -86,6 +86,10 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     p.outputs.max_total_bytes = d.outputs_max_total->value;
     note("outputs.max_total_bytes", d.outputs_max_total->origin);
   }
+  for (size_t i = 0; i < d.tests.size(); ++i) {
+    p.tests.push_back(d.tests[i].value);
+    note(Idx("tests", i), d.tests[i].origin);
+  }
   if (origins) {
     for (const auto& [k, o] : *origins) p.provenance[k] = o.loc;
   }

@@ -61,6 +61,9 @@ struct Draft {
   std::vector<DraftValidator> validators;
   std::optional<Set<uint64_t>> outputs_max_files, outputs_max_total;
 
+  // The tests, inherited ones first, each with the statement that (last) defined it.
+  std::vector<Set<plan::PolicyTest>> tests;
+
   // Required keys that were written, even if their value had an error: a bad value is reported
   // once, not again as "missing". "trust", "isolation", "limits.memory", "outputs.max_files", ...
   std::set<std::string> mentioned;

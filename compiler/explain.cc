@@ -146,6 +146,14 @@ std::string Explain(const plan::Plan& p) {
            (r.action == plan::RegexAction::kRedact ? " as \"" + r.replacement + "\"" : ""));
     }
   }
+  if (!p.tests.empty()) {
+    line("");
+    line("Tests (`safex test` runs them; denial tests cannot be weakened by extending policies)");
+    for (const plan::PolicyTest& t : p.tests) {
+      line("  " + std::string(plan::ExpectsDenial(t.expect) ? "denial " : "success") + " \"" +
+           t.name + "\" (" + t.defined_in + "): " + plan::DescribeExpectation(t.expect));
+    }
+  }
   if (!p.overrides.empty()) {
     line("");
     line("Overrides (reviewed loosenings of an extended policy)");

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "compiler/policy_tests.h"
 #include "plan/address_class.h"
 #include "plan/plan_json.h"
 #include "plan/verify.h"
@@ -70,7 +71,8 @@ void UnknownKeyword(const Statement& s, Diags& d, const std::string& kw, const c
 
 class Lowerer {
  public:
-  Lowerer(Diags& d, Draft& draft, OverrideTable& ov) : d_(d), draft_(draft), ov_(ov) {}
+  Lowerer(Diags& d, Draft& draft, OverrideTable& ov, std::string policy_name)
+      : d_(d), draft_(draft), ov_(ov), policy_name_(std::move(policy_name)) {}
 
   void Policy(const Statement& policy) {
     CheckNoAnnotations(policy, "the `policy` statement");
@@ -81,11 +83,17 @@ class Lowerer {
       if (kw.empty()) continue;
       static const std::vector<std::string_view> kKeywords = {
           "trust", "isolation", "limits",   "rootfs",  "mount",   "unmount", "network",
-          "env",   "syscalls",  "validate", "outputs", "process", "gvisor",  "microvm"};
+          "env",   "syscalls",  "validate", "outputs", "process", "gvisor",  "microvm",
+          "test"};
       bool known = false;
       for (auto k : kKeywords) known |= kw == k;
       if (!known) {
         UnknownKeyword(s, d_, kw, "a policy", kKeywords);
+        continue;
+      }
+      if (kw == "test") {  // repeatable, and never an override: a test loosens nothing
+        CheckNoAnnotations(s, "a test");
+        LowerTest(s, policy_name_, d_, draft_, Here(s));
         continue;
       }
       if (kw != "mount" && kw != "unmount" && kw != "validate") {
@@ -920,6 +928,7 @@ class Lowerer {
   Diags& d_;
   Draft& draft_;
   OverrideTable& ov_;
+  const std::string policy_name_;
   std::optional<size_t> active_;
   int suggestions_ = 0;
   std::optional<uint64_t> pending_depth_;
@@ -988,7 +997,7 @@ std::optional<PolicyHeader> ReadPolicyHeader(const dsl::File& file, Diags& d) {
 }
 
 void LowerPolicy(const PolicyHeader& header, Diags& d, Draft& draft, OverrideTable& overrides) {
-  Lowerer(d, draft, overrides).Policy(*header.stmt);
+  Lowerer(d, draft, overrides, header.name).Policy(*header.stmt);
 }
 
 }  // namespace safex::compiler

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/policy_test.h"
+
 namespace safex::plan {
 
 inline constexpr int kPlanFormatVersion = 1;
@@ -159,6 +161,9 @@ struct Plan {
   OutputCollection outputs;
 
   std::vector<Override> overrides;
+  // The policy's tests, inherited ones first (plan/policy_test.h). In the JSON only when there
+  // are some, so a plan without tests keeps the digest it had before tests existed.
+  std::vector<PolicyTest> tests;
   // Which file:line:col set each field, keyed by field path ("limits.memory_bytes", "mounts[2]").
   std::map<std::string, std::string> provenance;
 };

@@ -1,5 +1,7 @@
 #include "plan/plan_json.h"
 
+#include <algorithm>
+#include <climits>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -71,6 +73,32 @@ Json LimitsJson(const Limits& l) {
               {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
               {"open_files", l.open_files},     {"output_bytes", l.output_bytes},
               {"disk_bytes", l.disk_bytes},     {"cpus", l.cpus}};
+}
+
+Json OptionalToJson(const std::optional<std::string>& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json TestsToJson(const std::vector<PolicyTest>& tests) {
+  Json out = Json::array();
+  for (const PolicyTest& t : tests) {
+    Json files = Json::array();
+    for (const TestInputFile& f : t.files)
+      files.push_back(Json{{"name", f.name}, {"data", f.data}});
+    const TestExpectation& e = t.expect;
+    Json expect{{"exit_code", e.exit_code ? Json(*e.exit_code) : Json(nullptr)},
+                {"verdict", OptionalToJson(e.verdict)},
+                {"stdout_regex", OptionalToJson(e.stdout_regex)},
+                {"stderr_regex", OptionalToJson(e.stderr_regex)},
+                {"files_present", e.files_present},
+                {"files_absent", e.files_absent},
+                {"denied", e.denied}};
+    out.push_back(Json{{"name", t.name},
+                       {"argv", t.argv},
+                       {"stdin", OptionalToJson(t.stdin_data)},
+                       {"files", std::move(files)},
+                       {"expect", std::move(expect)},
+                       {"defined_in", t.defined_in}});
+  }
+  return out;
 }
 
 Json ToJson(const Plan& p) {
@@ -148,6 +176,7 @@ Json ToJson(const Plan& p) {
     overrides.push_back(Json{{"field", o.field}, {"reason", o.reason}, {"location", o.location}});
   }
   j["overrides"] = std::move(overrides);
+  if (!p.tests.empty()) j["tests"] = TestsToJson(p.tests);
   Json prov = Json::object();
   for (const auto& [k, v] : p.provenance) prov[k] = v;
   j["provenance"] = std::move(prov);
@@ -250,6 +279,24 @@ class Reader {
     }
     return out;
   }
+  bool Has(const std::string& key) const { return j_.is_object() && j_.contains(key); }
+  // A string or null.
+  std::optional<std::string> OptionalString(const std::string& key) {
+    const Json* v = Field(key);
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    if (!v->is_string()) return Fail(Path(key), "is not a string or null"), std::nullopt;
+    return v->get<std::string>();
+  }
+  std::vector<std::string> StringList(const std::string& key) {
+    std::vector<std::string> out;
+    const Json* v = Array(key);
+    if (v == nullptr) return out;
+    for (const Json& x : *v) {
+      if (!x.is_string()) return Fail(Path(key), "holds a value that is not a string"), out;
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  }
   // Consumes `key` without checking it (read elsewhere).
   void Skip(const std::string& key) { seen_.insert(key); }
 
@@ -277,6 +324,45 @@ class Reader {
 };
 
 std::string Idx(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
+
+std::vector<PolicyTest> TestsFromJson(Reader& r, std::string* err) {
+  std::vector<PolicyTest> out;
+  const Json* a = r.Array("tests");
+  for (size_t i = 0; a != nullptr && i < a->size() && r.ok(); ++i) {
+    const std::string base = Idx("tests", i);
+    Reader e((*a)[i], base, err);
+    PolicyTest t;
+    t.name = e.String("name");
+    t.argv = e.StringList("argv");
+    t.stdin_data = e.OptionalString("stdin");
+    if (const Json* fa = e.Array("files")) {
+      for (size_t k = 0; k < fa->size() && r.ok(); ++k) {
+        Reader f((*fa)[k], Idx(base + ".files", k), err);
+        t.files.push_back(TestInputFile{f.String("name"), f.String("data")});
+        f.Done();
+      }
+    }
+    if (const Json* x = e.Field("expect")) {
+      Reader ex(*x, base + ".expect", err);
+      if (x->is_object() && x->contains("exit_code") && !(*x)["exit_code"].is_null()) {
+        t.expect.exit_code = static_cast<int32_t>(ex.I64("exit_code", INT32_MIN, INT32_MAX));
+      } else {
+        ex.Skip("exit_code");
+      }
+      t.expect.verdict = ex.OptionalString("verdict");
+      t.expect.stdout_regex = ex.OptionalString("stdout_regex");
+      t.expect.stderr_regex = ex.OptionalString("stderr_regex");
+      t.expect.files_present = ex.StringList("files_present");
+      t.expect.files_absent = ex.StringList("files_absent");
+      t.expect.denied = ex.Bool("denied");
+      ex.Done();
+    }
+    t.defined_in = e.String("defined_in");
+    e.Done();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 
 Plan FromJson(const Json& j, std::string* err) {
   Plan p;
@@ -432,6 +518,7 @@ Plan FromJson(const Json& j, std::string* err) {
       p.overrides.push_back(std::move(ov));
     }
   }
+  if (r.Has("tests")) p.tests = TestsFromJson(r, err);
   p.provenance = r.StringMap("provenance");
   r.Skip("plan_digest");
   r.Done();

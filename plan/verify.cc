@@ -53,6 +53,7 @@ class Checker {
     CheckValidators();
     CheckOutputs();
     CheckOverrides();
+    CheckTests();
     return std::move(out_);
   }
 
@@ -573,6 +574,84 @@ class Checker {
       }
     }
   }
+
+  // A policy's tests: named once each, something to run, at least one expectation, regexes that
+  // compile, input files only with an input mount, expected files under an output mount.
+  void CheckTests() {
+    if (p_.tests.size() > kMaxTests) {
+      Add("E093", "tests", "at most " + std::to_string(kMaxTests) + " tests per policy");
+      return;
+    }
+    std::set<std::string> names;
+    bool has_input = false;
+    for (const Mount& m : p_.mounts) has_input |= m.kind == MountKind::kInput;
+    for (size_t i = 0; i < p_.tests.size(); ++i) {
+      const PolicyTest& t = p_.tests[i];
+      const std::string f = Idx("tests", i);
+      if (t.name.empty() || t.name.size() > 128)
+        Add("E093", f + ".name", "a test needs a name of 1-128 bytes");
+      if (!names.insert(t.name).second)
+        Add("E093", f + ".name", "test \"" + t.name + "\" is defined twice");
+      if (t.argv.empty() || t.argv[0].empty())
+        Add("E093", f + ".argv", "a test must run something");
+      for (const std::string& a : t.argv) {
+        if (!ValidUtf8(a)) Add("E087", f + ".argv", "is not valid UTF-8 or contains NUL");
+      }
+      CheckTestInputs(t, f, has_input);
+      CheckTestExpectation(t.expect, f + ".expect");
+    }
+  }
+
+  void CheckTestInputs(const PolicyTest& t, const std::string& f, bool has_input) {
+    if (!t.files.empty() && !has_input) {
+      Add("E093", f + ".files", "input files need an input mount in the policy");
+    }
+    std::set<std::string> seen;
+    for (const TestInputFile& file : t.files) {
+      const std::string& n = file.name;
+      if (n.empty() || n.size() > 255 || n.find('/') != std::string::npos || n[0] == '.' ||
+          !ValidUtf8(n) || !seen.insert(n).second) {
+        Add("E093", f + ".files",
+            "input file name \"" + n +
+                "\" must be a unique file name (no '/', not starting with '.')");
+      }
+    }
+  }
+
+  void CheckTestExpectation(const TestExpectation& e, const std::string& f) {
+    if (!e.exit_code && !e.verdict && !e.stdout_regex && !e.stderr_regex &&
+        e.files_present.empty() && e.files_absent.empty()) {
+      Add("E093", f, "a test must expect something (exit, verdict, stdout, stderr, file, no_file)");
+    }
+    if (e.exit_code && (*e.exit_code < 0 || *e.exit_code > 255)) {
+      Add("E093", f + ".exit_code", "an exit status is 0-255");
+    }
+    if (e.verdict && !IsTestVerdict(*e.verdict)) {
+      Add("E093", f + ".verdict", "unknown verdict \"" + *e.verdict + "\"");
+    }
+    for (const auto* re : {&e.stdout_regex, &e.stderr_regex}) {
+      if (!*re) continue;
+      RE2::Options opt;
+      opt.set_log_errors(false);
+      opt.set_max_mem(8 << 20);
+      RE2 compiled(**re, opt);
+      if (!compiled.ok()) Add("E081", f, "pattern does not compile: " + compiled.error());
+    }
+    for (const auto* list : {&e.files_present, &e.files_absent}) {
+      for (const std::string& path : *list) {
+        bool under_output = false;
+        for (const Mount& m : p_.mounts) {
+          under_output |=
+              m.kind == MountKind::kOutput && PathWithin(path, m.target) && path != m.target;
+        }
+        if (!IsNormalAbsolutePath(path) || !under_output) {
+          Add("E093", f, "expected file \"" + path + "\" is not under an output mount");
+        }
+      }
+    }
+  }
+
+  static constexpr size_t kMaxTests = 256;
 
   const Plan& p_;
   const Ceilings& c_;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/run_setup.h"
+
 namespace safex::cli {
 
 // check, compile, explain, fmt, diff: policy authoring (cli_policy.cc). Unprivileged.
@@ -22,6 +24,10 @@ void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* progra
 void RegisterAuditCommands(CLI::App& app, int* exit_code);
 // serve: the host service on a Unix socket (cli_serve.cc). Root.
 void RegisterServeCommand(CLI::App& app, int* exit_code);
+// test: a policy's tests and the built-in probes, run for real (cli_test.cc). Root.
+void RegisterTestCommand(CLI::App& app, int* exit_code);
+// The options `run` and `test` share: host config, audit log, state root, runsc.
+void AddRunSetupOptions(CLI::App* cmd, supervisor::RunSetupFlags* flags);
 // submit: one run through the service (cli_submit.cc).
 void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* program);
 

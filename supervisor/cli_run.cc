@@ -14,13 +14,10 @@
 #include "audit/audit_log.h"
 #include "common/unique_fd.h"
 #include "compiler/host_config.h"
-#include "supervisor/backends_config.h"
 #include "supervisor/cli.h"
 #include "supervisor/interrupt_watcher.h"
-#include "supervisor/network.h"
-#include "supervisor/run_record.h"
+#include "supervisor/run_setup.h"
 #include "supervisor/runner.h"
-#include "supervisor/sweep.h"
 
 namespace safex::cli {
 namespace {
@@ -34,12 +31,8 @@ struct RunFlags {
   std::string output;
   std::string stdin_file;
   bool json = false;
-  std::string host_config = compiler::kDefaultHostConfigPath;
   std::vector<std::string> search_path;
-  std::string audit_db = audit::kDefaultDbPath;
-  std::string audit_key = audit::kDefaultKeyPath;
-  std::string state_root = "/run/safex";
-  std::string runsc;  // "" : the host config's backends { gvisor { runsc } }
+  supervisor::RunSetupFlags setup;
   std::vector<std::string> argv;
 };
 
@@ -126,22 +119,10 @@ int DoRun(const RunFlags& f) {
   // removed and the run recorded as interrupted) instead of ending this process mid-run.
   auto interrupt = supervisor::InterruptWatcher::Start();
   // Fail closed on the audit log first: nothing runs without a record.
-  audit::AuditOptions audit_options;
-  audit_options.key_path = f.audit_key;
-  auto log = audit::AuditLog::Open(f.audit_db, audit_options);
-  if (!log.ok()) return RefuseEarly("audit log unavailable: " + log.status().message(), f.json);
-  if (Status st = (*log)->CheckWritable(); !st.ok()) {
-    return RefuseEarly("audit log not writable: " + st.message(), f.json);
-  }
-  // A damaged log refuses runs (fail closed). The check is incremental (the events since the
-  // last check) and becomes a full one when the last full check is a day old (docs/audit.md).
-  if (auto integrity = (*log)->CheckIntegrity(audit::IntegrityCheck::kIncremental);
-      !integrity.ok() || !integrity->ok) {
-    return RefuseEarly("audit log " + f.audit_db + " does not verify (" +
-                           (integrity.ok() ? integrity->problem : integrity.status().message()) +
-                           "); no run starts until it does: see `safex audit verify`",
-                       f.json);
-  }
+  supervisor::RunSetup setup;
+  auto log = supervisor::OpenAuditLogForRuns(f.setup);
+  if (!log.ok()) return RefuseEarly(log.status().message(), f.json);
+  setup.log = std::move(*log);
 
   supervisor::RunSpec spec;
   spec.argv = f.argv;
@@ -155,7 +136,7 @@ int DoRun(const RunFlags& f) {
   supervisor::RunReport refusal;
   auto refuse = [&](const std::string& why) {
     refusal.reason = why;
-    supervisor::Runner::RecordRefusal(**log, spec, &refusal).ok();  // said in the reason
+    supervisor::Runner::RecordRefusal(*setup.log, spec, &refusal).ok();  // said in the reason
     return Report(refusal, f.json);
   };
   refusal.run_id = audit::NewRunId();
@@ -166,48 +147,28 @@ int DoRun(const RunFlags& f) {
     if (!data.ok()) return refuse(data.status().message());
     spec.stdin_data = std::move(data).value();
   }
-  auto host = compiler::LoadHostConfigFile(f.host_config);
-  if (!host.ok()) return refuse("host config: " + host.status().message());
-  if (!f.runsc.empty()) host->backends.gvisor.runsc = f.runsc;
-  const drivers::BackendsConfig backends_config =
-      supervisor::BackendsConfigFrom(*host, f.state_root);
-
-  // Runs of owners that died (a SIGKILLed `safex run`, a crash) are closed before this one
-  // starts: their sandboxes removed, their audit rows ended as interrupted (supervisor/sweep.h).
-  // What cannot be cleaned is said, and stays for the next sweep; this run goes ahead (it shares
-  // nothing with them).
-  {
-    supervisor::SweepOptions sweep;
-    sweep.records_dir = supervisor::RecordsDirFor(f.audit_db);
-    sweep.audit_db = f.audit_db;
-    sweep.backends = backends_config;
-    sweep.network = supervisor::NetworkConfigFrom(host->network);
-    supervisor::SweepReport swept;
-    Status st = supervisor::SweepDeadRuns(sweep, **log, &swept);
-    if (!st.ok()) WriteAll(STDERR_FILENO, "safex: warning: " + st.message() + "\n");
-  }
-
-  auto prepared = supervisor::PreparePlan(f.policy, f.search_path, host->ceilings, &refusal);
-  if (!prepared.ok()) {
-    supervisor::Runner::RecordRefusal(**log, spec, &refusal).ok();  // said in the reason
-    return Report(refusal, f.json);
-  }
-
-  if (Status st = drivers::Backends::ApplyCgroupLimits(host->cgroups); !st.ok()) {
+  if (Status st = supervisor::PrepareRunSetup(f.setup, &setup); !st.ok()) {
     return refuse(st.message());
   }
-  std::unique_ptr<drivers::Backends> backends = drivers::Backends::Create(backends_config);
-  supervisor::RunnerOptions options;
-  options.state_root = f.state_root;
-  options.backends = backends.get();
-  options.records_dir = supervisor::RecordsDirFor(f.audit_db);
-  options.audit_db = f.audit_db;
-  supervisor::Runner runner(std::move(options));
-  supervisor::RunReport report = runner.Execute(*prepared, std::move(spec), **log);
+  auto prepared = supervisor::PreparePlan(f.policy, f.search_path, setup.host.ceilings, &refusal);
+  if (!prepared.ok()) {
+    supervisor::Runner::RecordRefusal(*setup.log, spec, &refusal).ok();  // said in the reason
+    return Report(refusal, f.json);
+  }
+  supervisor::RunReport report = setup.runner->Execute(*prepared, std::move(spec), *setup.log);
   return Report(report, f.json);
 }
 
 }  // namespace
+
+void AddRunSetupOptions(CLI::App* cmd, supervisor::RunSetupFlags* f) {
+  cmd->add_option("--host-config", f->host_config, "Operator ceilings (host.policy)");
+  cmd->add_option("--audit-db", f->audit_db, "Audit log (SQLite)");
+  cmd->add_option("--audit-key", f->audit_key, "Checkpoint signing key");
+  cmd->add_option("--state-root", f->state_root, "Directory for per-run sandbox state");
+  cmd->add_option("--runsc", f->runsc,
+                  "runsc binary (overrides the host config's backends { gvisor { runsc } })");
+}
 
 void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* program) {
   auto flags = std::make_shared<RunFlags>();
@@ -220,13 +181,8 @@ void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* progra
                   "Directory that receives the validated files of the policy's output mount");
   run->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
   run->add_flag("--json", flags->json, "Print one JSON object describing the run");
-  run->add_option("--host-config", flags->host_config, "Operator ceilings (host.policy)");
   run->add_option("--search-path", flags->search_path, "Directory searched for `extends`");
-  run->add_option("--audit-db", flags->audit_db, "Audit log (SQLite)");
-  run->add_option("--audit-key", flags->audit_key, "Checkpoint signing key");
-  run->add_option("--state-root", flags->state_root, "Directory for per-run sandbox state");
-  run->add_option("--runsc", flags->runsc,
-                  "runsc binary (overrides the host config's backends { gvisor { runsc } })");
+  AddRunSetupOptions(run, &flags->setup);
   run->footer(
       "The program and its arguments follow \"--\": safex run [OPTIONS] -- PROGRAM [ARGS...]");
   run->callback([flags, exit_code, program] {

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   }
   safex::cli::RegisterPolicyCommands(app, &exit_code);
   safex::cli::RegisterRunCommand(app, &exit_code, &split.program);
+  safex::cli::RegisterTestCommand(app, &exit_code);
   safex::cli::RegisterAuditCommands(app, &exit_code);
   safex::cli::RegisterServeCommand(app, &exit_code);
   safex::cli::RegisterSubmitCommand(app, &exit_code, &split.program);

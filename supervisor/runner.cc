@@ -205,6 +205,7 @@ class RunAttempt {
     start.backend_mode = plan_.backend == plan::Backend::kGvisor ? plan_.gvisor.platform : "";
     start.argv = spec_.argv;
     start.start_time_ns = NowNs();
+    start.purpose = spec_.purpose;
 
     audit::AuditFailure failure = audit::AuditFailure::kBeforeRun;
     auto end = audit::RunAudited(
@@ -391,6 +392,7 @@ Status Runner::RecordRefusal(audit::AuditLog& log, const RunSpec& spec, RunRepor
   r.policy_source_digest = report->policy_source_digest;
   r.plan_digest = report->plan_digest;
   r.reason = report->reason.empty() ? "refused" : report->reason;
+  r.purpose = spec.purpose;
   uint64_t total = 0;
   for (const std::string& a : spec.argv) total += a.size();
   if (max_argv_bytes == 0 || total <= max_argv_bytes) {

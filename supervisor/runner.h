@@ -60,6 +60,8 @@ struct RunSpec {
   // A directory made for this run alone that crash recovery removes if the owner dies (the
   // daemon's per-run input directory). Recorded in the run record; Execute does not remove it.
   std::string owned_dir;
+  // Recorded with the run (audit::RunStart::purpose): "test POLICY/NAME" for `safex test`.
+  std::string purpose;
 };
 
 // Everything the caller is told about a run, refused or not.

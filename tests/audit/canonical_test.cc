@@ -109,6 +109,32 @@ TEST(CanonicalTest, GoldenEncoding) {
   EXPECT_EQ(enc.substr(enc.size() - 8), std::string("\x06reasonN"));
 }
 
+// Schema version 2: a row that uses none of the new columns keeps the version 1 encoding (29
+// columns, as GoldenEncoding pins), so a migrated log's old hashes and every ordinary new event
+// are unchanged; one that uses them is encoded with all 31. A 31-column encoding of a row
+// without them is not canonical and is refused.
+TEST(CanonicalTest, VersionTwoColumnsAreEncodedOnlyWhenUsed) {
+  EventRow row;
+  row.values[kColSeq] = int64_t{1};
+  row.values[kColKind] = std::string("start");
+  const std::string v1 = EncodeEvent(row);
+  EXPECT_EQ(v1.substr(19, 2), std::string("\x00\x1d", 2));
+  row.values[kColPurpose] = std::string("test p/t");
+  const std::string v2 = EncodeEvent(row);
+  EXPECT_EQ(v2.substr(19, 2), std::string("\x00\x1f", 2));
+  EXPECT_EQ(v2.substr(0, 19), v1.substr(0, 19));
+  EXPECT_EQ(v2.substr(v2.size() - 13), std::string("\x0b"
+                                                   "enforcementN"));
+  auto back = DecodeEvent(v2);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, row);
+  // The same 31 columns with the new ones NULL: not what EncodeEvent writes.
+  std::string forged = v2;
+  const std::string purpose_text("\x07purposeT\0\0\0\x08test p/t", 1 + 7 + 1 + 4 + 8);
+  forged.replace(forged.find(purpose_text), purpose_text.size(), std::string("\x07purposeN"));
+  EXPECT_FALSE(DecodeEvent(forged).ok());
+}
+
 TEST(CanonicalTest, ChainHashDependsOnPreviousHashAndLogId) {
   EventRow row;
   std::string enc = EncodeEvent(row);
