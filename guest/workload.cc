@@ -378,6 +378,9 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
   return out;
 }
 
+// Complete memory stall (PSI "full") at memory.max after which the run ends at its memory limit.
+constexpr uint64_t kThrashStallUs = 1000 * 1000;
+
 ExitReport Supervise(Spawned s, const microvm::GuestSpec& spec, const WorkloadCgroup& cgroup,
                      Channel& channel, const std::string& stdin_data) {
   ExitReport rep;
@@ -472,6 +475,15 @@ ExitReport Supervise(Spawned s, const microvm::GuestSpec& spec, const WorkloadCg
     if (fds[i_timer].revents != 0) {
       uint64_t ticks;
       (void)!read(timer, &ticks, sizeof ticks);
+      // At its memory limit, a program whose pages the kernel keeps reclaiming and reading back
+      // (its own code, from the image disks) can thrash for seconds before the OOM killer
+      // decides, burning CPU time, so that the CPU limit would fire for what is the memory
+      // limit. A second of complete stall on memory (PSI) at memory.max is the memory limit.
+      if (!exited && cgroup.MemoryMaxHits() > 0 && cgroup.MemoryFullStallUs() >= kThrashStallUs) {
+        kill_for(GuestLimit::kMemory, "memory limit: " + std::to_string(spec.memory_bytes) +
+                                          " bytes (thrashing: the program stalled on memory " +
+                                          "for over a second at the limit)");
+      }
       if (!exited && spec.cpu_time_ns > 0 && cgroup.CpuNs() >= spec.cpu_time_ns) {
         kill_for(GuestLimit::kCpuTime,
                  "cpu time limit: " + std::to_string(spec.cpu_time_ns / 1000000) + " ms");

@@ -111,6 +111,20 @@ uint64_t WorkloadCgroup::OomKills() const { return Keyed("memory.events", "oom_k
 
 uint64_t WorkloadCgroup::PidsLimitHits() const { return Keyed("pids.events", "max"); }
 
+uint64_t WorkloadCgroup::MemoryMaxHits() const { return Keyed("memory.events", "max"); }
+
+uint64_t WorkloadCgroup::MemoryFullStallUs() const {
+  std::string text;
+  if (!ReadSmallFile(dir_ + "/memory.pressure", &text)) return 0;
+  const size_t full = text.find("full ");
+  if (full == std::string::npos) return 0;
+  const size_t total = text.find("total=", full);
+  if (total == std::string::npos) return 0;
+  size_t end = text.find_first_not_of("0123456789", total + 6);
+  if (end == std::string::npos) end = text.size();
+  return ParseU64(std::string_view(text).substr(total + 6, end - total - 6));
+}
+
 void WorkloadCgroup::KillAll() const { (void)WriteControl(dir_ + "/cgroup.kill", "1"); }
 
 }  // namespace safex::guest

@@ -26,6 +26,10 @@ class WorkloadCgroup {
   uint64_t PeakMemoryBytes() const;  // memory.peak
   uint64_t OomKills() const;         // memory.events oom_kill
   uint64_t PidsLimitHits() const;    // pids.events max
+  uint64_t MemoryMaxHits() const;    // memory.events max: times usage reached memory.max
+  // memory.pressure "full ... total=": microseconds in which every task of the cgroup was
+  // stalled on memory (PSI; 0 when the kernel has no PSI).
+  uint64_t MemoryFullStallUs() const;
   // SIGKILLs every process in the cgroup (cgroup.kill).
   void KillAll() const;
 
