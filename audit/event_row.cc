@@ -130,10 +130,16 @@ Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns) {
 
 Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns) {
   SAFEX_RETURN_IF_ERROR(CheckRunId(r.run_id));
-  if (r.verdict == Verdict::kRefused || r.verdict == Verdict::kInterrupted) {
+  // Refused is allowed: a started run whose sandbox did not hold what the plan says is refused
+  // before its program starts, and its evidence is in this event (enforcement).
+  if (r.verdict == Verdict::kInterrupted) {
     return Status::InvalidArgument(
-        "audit: an end event cannot carry verdict refused or interrupted (use RecordRefusal or "
-        "RecordInterrupted)");
+        "audit: an end event cannot carry verdict interrupted (use RecordInterrupted)");
+  }
+  if (r.verdict == Verdict::kRefused && r.enforcement.empty()) {
+    return Status::InvalidArgument(
+        "audit: an end event carries verdict refused only with the evidence that refused it "
+        "(use RecordRefusal)");
   }
   EventRow row;
   row.values[kColKind] = std::string(kKindEnd);

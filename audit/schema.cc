@@ -160,6 +160,31 @@ SELECT r.run_id, r.started_at, r.start_ns, r.policy_name, r.verdict,
 FROM runs AS r, json_each(r.validator_results) AS v
 WHERE r.validator_results IS NOT NULL;
 
+-- One row per (run, field of what it enforced): read back from the host kernel and the runtime
+-- before the program started (docs/audit.md, "Evidence"). state: matches, differs, observed,
+-- not-observed (then probe names the built-in probe of `safex test --builtin` that tests it).
+CREATE VIEW enforcement AS
+SELECT r.run_id, r.started_at, r.start_ns, r.policy_name, r.backend, r.verdict,
+       json_extract(f.value, '$.name') AS field,
+       json_extract(f.value, '$.state') AS state,
+       json_extract(f.value, '$.expected') AS expected,
+       json_extract(f.value, '$.observed') AS observed,
+       json_extract(f.value, '$.source') AS source,
+       json_extract(f.value, '$.probe') AS probe
+FROM runs AS r, json_each(r.enforcement, '$.fields') AS f
+WHERE r.enforcement IS NOT NULL AND json_valid(r.enforcement);
+
+-- What an auditor should look at: runs that ended without evidence (older versions, a backend
+-- that records none), and every field that differed (the run was refused) or that the host could
+-- not observe.
+CREATE VIEW enforcement_gaps AS
+SELECT run_id, started_at, start_ns, policy_name, backend, verdict,
+       'not recorded' AS gap, NULL AS field, NULL AS source, NULL AS probe
+FROM runs WHERE state IN ('finished', 'interrupted') AND enforcement IS NULL
+UNION ALL
+SELECT run_id, started_at, start_ns, policy_name, backend, verdict, state, field, source, probe
+FROM enforcement WHERE state IN ('differs', 'not-observed');
+
 -- One row per (run, destination the network layer refused).
 CREATE VIEW egress_denials AS
 SELECT r.run_id, r.started_at, r.start_ns, r.policy_name,

@@ -504,4 +504,55 @@ ExitStatus Subprocess::KillAndWait() {
   return ExitStatus{};
 }
 
+Result<ToolOutput> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                           size_t cap) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd r(p[0]), w(p[1]);
+  UniqueFd devnull(open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!devnull) return Status::Errno("open", "/dev/null", errno);
+  SpawnOptions so;
+  so.argv = argv;
+  so.fds = {{0, devnull.get()}, {1, w.get()}, {2, w.get()}};
+  SAFEX_ASSIGN_OR_RETURN(Subprocess child, Subprocess::Spawn(so));
+  w.Reset();
+  devnull.Reset();
+
+  ToolOutput out;
+  auto deadline = Subprocess::Clock::now() + timeout;
+  bool eof = false;
+  while (!eof) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Subprocess::Clock::now());
+    if (left.count() <= 0) {
+      out.timed_out = true;
+      break;
+    }
+    pollfd pfd{r.get(), POLLIN, 0};
+    int n = poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+    if (n < 0 && errno != EINTR) return Status::Errno("poll", argv[0], errno);
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(r.get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      eof = true;
+      break;
+    }
+    size_t take = std::min(static_cast<size_t>(got), cap - std::min(cap, out.output.size()));
+    out.output.append(buf, take);
+  }
+  if (out.timed_out) {
+    out.status = child.KillAndWait();
+    return out;
+  }
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, child.Wait(deadline));
+  if (!st) {
+    out.timed_out = true;
+    out.status = child.KillAndWait();
+  } else {
+    out.status = *st;
+  }
+  return out;
+}
+
 }  // namespace safex

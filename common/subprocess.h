@@ -126,4 +126,15 @@ class Subprocess {
   std::optional<ExitStatus> status_;
 };
 
+struct ToolOutput {
+  ExitStatus status;
+  std::string output;  // stdout and stderr together, at most the cap
+  bool timed_out = false;
+};
+
+// Runs argv (argv[0] absolute) with an empty environment, stdin /dev/null, stdout+stderr
+// captured; SIGKILLed at the deadline (timed_out is then set).
+Result<ToolOutput> RunTool(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                           size_t cap = 64 * 1024);
+
 }  // namespace safex

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "drivers/enforcement.h"
 #include "plan/plan.h"
 
 namespace safex::drivers {
@@ -77,6 +78,12 @@ struct RunResult {
   std::string teardown_error;
   // The run was stopped through RunRequest::cancel (term_signal is then SIGKILL).
   bool interrupted = false;
+  // What the run enforced, read back after set-up and before the program started
+  // (drivers/enforcement.h).
+  Enforcement enforcement;
+  // The read-back differed from the plan, so the program was never started:
+  // enforcement.Differences() says how. The run ends refused.
+  bool refused_by_enforcement = false;
 };
 
 class Driver {

@@ -106,6 +106,40 @@ json StreamJson(const std::optional<audit::StreamSummary>& s) {
   return json{{"bytes", s->bytes}, {"sha256", s->sha256}, {"truncated", s->truncated}};
 }
 
+// The run's evidence as recorded (the writer made it JSON; a record that is not is shown as the
+// text it is, never dropped).
+json EnforcementJson(const std::string& recorded) {
+  if (recorded.empty()) return nullptr;
+  json j = json::parse(recorded, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return audit::JsonFromBytes(recorded);
+  return j;
+}
+
+// One line per field of the evidence, for `safex audit show`.
+std::vector<std::string> EnforcementLines(const std::string& recorded) {
+  std::vector<std::string> out;
+  json j = EnforcementJson(recorded);
+  if (!j.is_object() || !j.contains("fields") || !j["fields"].is_array()) {
+    if (!recorded.empty()) out.push_back(audit::EscapeForTerminal(recorded));
+    return out;
+  }
+  auto text = [](const json& f, const char* key) {
+    return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : std::string();
+  };
+  for (const json& f : j["fields"]) {
+    const std::string state = text(f, "state");
+    std::string line = text(f, "name") + ": " + state;
+    if (state == "matches" || state == "observed") line += " " + text(f, "observed");
+    if (state == "differs") {
+      line += ", plan " + text(f, "expected") + ", seen " + text(f, "observed");
+    }
+    line += " (" + text(f, "source") + ")";
+    if (!text(f, "probe").empty()) line += "; probe: " + text(f, "probe");
+    out.push_back(audit::EscapeForTerminal(line));
+  }
+  return out;
+}
+
 json RunJson(const audit::RunSummary& r) {
   json argv = json::array();
   for (const auto& a : r.argv) argv.push_back(audit::JsonFromBytes(a));
@@ -151,6 +185,8 @@ json RunJson(const audit::RunSummary& r) {
       {"reason", audit::JsonFromBytes(r.reason)},
       {"start_seq", r.start_seq},
       {"end_seq", OptJson(r.end_seq)},
+      {"purpose", r.purpose.empty() ? json(nullptr) : audit::JsonFromBytes(r.purpose)},
+      {"enforcement", EnforcementJson(r.enforcement)},
   };
 }
 
@@ -332,7 +368,8 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
        esc(r.backend) + (r.backend_mode.empty() ? "" : " (" + esc(r.backend_mode) + ")")},
       {"argv:", ArgvForTerminal(r.argv)},
   };
-  if (r.state != "refused") {
+  // A run refused by its own evidence has a start and an end but no program to describe.
+  if (r.state != "refused" && r.verdict != "refused") {
     rows.push_back({"exit:", ExitColumn(r)});
     std::string limits;
     for (const auto& l : r.limits_fired) limits += (limits.empty() ? "" : ", ") + esc(l);
@@ -356,6 +393,12 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
     }
   }
   if (!r.reason.empty()) rows.push_back({"reason:", esc(r.reason)});
+  if (!r.purpose.empty()) rows.push_back({"purpose:", esc(r.purpose)});
+  if (r.state != "refused") {
+    std::vector<std::string> lines = EnforcementLines(r.enforcement);
+    if (lines.empty()) lines.push_back("- (not recorded)");
+    for (std::string& l : lines) rows.push_back({"enforced:", std::move(l)});
+  }
   for (const auto& e : detail->events) {
     rows.push_back({"event " + std::to_string(e.seq()) + ":",
                     std::string(e.text(audit::kColKind)) + " at " +

@@ -24,6 +24,7 @@ nlohmann::json ReportToJson(const RunReport& report) {
   j["backend_mode"] = report.backend_mode;
   j["limits_fired"] = report.limits_fired;
   if (!report.diagnostics.empty()) j["diagnostics"] = output::EscapeForLog(report.diagnostics);
+  if (!report.enforcement.is_null()) j["enforcement"] = report.enforcement;
   if (report.result) {
     const drivers::RunResult& r = *report.result;
     j["exit_code"] = r.term_signal == 0 && r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);
@@ -59,6 +60,22 @@ nlohmann::json ReportToJson(const RunReport& report) {
     j["signal"] = nullptr;
   }
   return j;
+}
+
+nlohmann::json EnforcementToJson(const drivers::Enforcement& e) {
+  nlohmann::json fields = nlohmann::json::array();
+  for (const drivers::EnforcedField& f : e.fields) {
+    nlohmann::json o;
+    o["name"] = f.name;
+    o["state"] = drivers::EnforcedStateName(f.state);
+    // Read from files and tools of the host: escaped like everything else that is logged.
+    if (!f.expected.empty()) o["expected"] = output::EscapeForLog(f.expected);
+    if (!f.observed.empty()) o["observed"] = output::EscapeForLog(f.observed);
+    o["source"] = output::EscapeForLog(f.source);
+    if (!f.probe.empty()) o["probe"] = f.probe;
+    fields.push_back(std::move(o));
+  }
+  return nlohmann::json{{"fields", std::move(fields)}};
 }
 
 }  // namespace safex::supervisor

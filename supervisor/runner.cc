@@ -259,6 +259,20 @@ class RunAttempt {
     }
     drivers::RunResult& r = *result;
     report_.backend_mode = r.backend_mode;
+    if (!r.enforcement.fields.empty()) {
+      report_.enforcement = EnforcementToJson(r.enforcement);
+      end.enforcement = report_.enforcement.dump();
+    }
+    if (r.refused_by_enforcement) {
+      // The sandbox existed but did not hold what the plan says: refused before the program
+      // started, with the evidence that shows why (drivers/enforcement.h).
+      report_.verdict = Verdict::kRefused;
+      report_.exit_status = kExitRefused;
+      report_.reason = r.backend_error + "; nothing ran";
+      end.verdict = report_.verdict;
+      end.error = report_.reason;
+      return end;
+    }
     report_.verdict = r.interrupted ? Verdict::kInterrupted : VerdictOf(r);
     if (r.limit != drivers::LimitHit::kNone) {
       report_.limits_fired.push_back(drivers::LimitHitName(r.limit));

@@ -81,6 +81,9 @@ struct RunReport {
   std::optional<output::ValidationReport> stdout_report;
   std::optional<output::ValidationReport> stderr_report;
   std::optional<nlohmann::json> files;  // output files collected (output::OutputFilesToJson)
+  // What the backend read back before the program started (EnforcementToJson); null when the
+  // run got no further than the checks before its sandbox existed.
+  nlohmann::json enforcement;
   bool ran() const { return result.has_value(); }
 };
 
@@ -128,5 +131,10 @@ std::string StagedInputPath(const std::string& state_root, const std::string& ru
 
 // The one-object JSON form of a report (`safex run --json`, the daemon's response body).
 nlohmann::json ReportToJson(const RunReport& report);
+
+// A run's evidence (drivers/enforcement.h) as recorded in its end event and shown by
+// `safex run --json` and `safex audit show`: {"fields": [{"name", "state", "expected",
+// "observed", "source", "probe"}...]} (docs/audit.md, "Evidence").
+nlohmann::json EnforcementToJson(const drivers::Enforcement& e);
 
 }  // namespace safex::supervisor

@@ -19,11 +19,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "drivers/cgroup/cgroup_fs.h"
+
+namespace safex::drivers {
+struct Enforcement;
+}
 
 namespace safex::drivers::cgroup {
 
@@ -39,6 +44,16 @@ struct Limits {
 };
 
 class RunCgroup;
+
+// What the kernel enforces on a run cgroup, read back from its control files and its ancestors'
+// (a cgroup can never use more than its strictest ancestor allows). 0: unlimited.
+struct EffectiveLimits {
+  uint64_t memory_bytes = 0;
+  uint64_t pids_max = 0;
+  uint64_t cpu_millis = 0;  // CFS quota per period in thousandths of a CPU (2 CPUs: 2000)
+  // The control file that sets each (the strictest on the path); "" when nothing limits it.
+  std::string memory_source, pids_source, cpu_source;
+};
 
 // The host's cgroup layout, found once at start. Copyable; cheap.
 class CgroupHost {
@@ -125,6 +140,9 @@ class RunCgroup {
   Result<uint64_t> PidsLimitHits() const;
   // Processes currently in the cgroup (any hierarchy that tracks them).
   Result<std::vector<pid_t>> Procs() const;
+  // The limits the kernel enforces on this cgroup, read back now (cgroup_readback.cc). An
+  // unreadable or unparsable control file is an error: it cannot be shown to hold.
+  Result<EffectiveLimits> ReadEffectiveLimits() const;
 
   // SIGKILLs every process in the cgroup (v2 cgroup.kill when the kernel has it).
   Status KillAll();
@@ -136,6 +154,7 @@ class RunCgroup {
   friend class CgroupHost;
 
   std::string DirOf(const std::string& controller) const;
+  Status ReadCpuQuota(EffectiveLimits* e) const;
   Result<std::string> Read(const std::string& dir, const char* file) const;
   Result<uint64_t> ReadKeyed(const std::string& dir, const char* file, const char* key) const;
 
@@ -146,5 +165,9 @@ class RunCgroup {
   // Controller name -> index into dirs_ (v1); empty on v2.
   std::vector<std::pair<std::string, size_t>> by_controller_;
 };
+
+// Adds to `e` the limits the kernel enforces on `cg` (read back, ancestors included) against
+// `intended`, the limits written for the plan: memory, pids and CPU, each matching or differing.
+void CompareLimits(const Limits& intended, const RunCgroup& cg, Enforcement* e);
 
 }  // namespace safex::drivers::cgroup

@@ -28,7 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using gvisor::LastLine;
 using gvisor::PrivateDir;
-using gvisor::RunTool;
 
 // Whether every entry of `dir` is one that Run() makes in a run's private directory.
 bool LooksLikeRunDir(const std::string& dir) {
@@ -216,6 +215,17 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_RETURN_IF_ERROR(gvisor::CreateCgroup(c, ready.cgroups, s));
   // 4. The network before the bundle: the sandbox's /etc/hosts names the granted destinations.
   SAFEX_ASSIGN_OR_RETURN(std::string hosts, gvisor::CreateNetwork(c, s));
+  // 4b. The evidence, before anything of the program exists: a host that does not enforce the
+  //     plan refuses the run rather than run it under something else.
+  gvisor::ReadBackEnforcement(c, ready.runsc_version, s, &result.enforcement);
+  if (result.enforcement.Differs()) {
+    result.refused_by_enforcement = true;
+    result.backend_error =
+        "the host does not enforce the plan: " + result.enforcement.Differences();
+    s.Teardown(options_.kill_grace);
+    result.teardown_error = s.errors;
+    return result;
+  }
   // 5-6. The bundle, then runsc with the program's stdio.
   SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, s));
   SAFEX_ASSIGN_OR_RETURN(gvisor::RunIo io, gvisor::StartRunsc(c, s));

@@ -73,6 +73,7 @@ struct RunState {
   std::vector<size_t> output_mount_idx;    // plan mount index of each output
   std::vector<std::string> mount_sources;  // host source of each plan mount ("" for tmpfs)
   cgroup::RunCgroup cg;
+  cgroup::Limits cg_limits;  // what was written to it for the plan
   uint64_t pids_backstop = 0;
   std::unique_ptr<net::RunNetwork> net;
   Subprocess runsc;

@@ -12,6 +12,7 @@
 #include "common/owner_lock.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/runsc_command.h"
+#include "drivers/net/network_evidence.h"
 
 namespace safex::drivers::gvisor {
 namespace {
@@ -139,8 +140,34 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   cl.pids_max = c.options.pids_backstop_base + c.options.pids_backstop_per_pid * lim.pids;
   cl.cpus = lim.cpus;
   s.pids_backstop = cl.pids_max;
+  s.cg_limits = cl;
   SAFEX_ASSIGN_OR_RETURN(s.cg, cgroups.CreateRun(c.options.cgroup_parent, c.req.run_id, cl));
   return Status::Ok();
+}
+
+void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, RunState& s,
+                         Enforcement* e) {
+  e->Observed("runtime", "runsc " + runsc_version, "runtime: runsc --version");
+  cgroup::CompareLimits(s.cg_limits, s.cg, e);
+  if (s.net) {
+    net::AddNetworkEvidence(s.net.get(), net::SandboxAddress::kInNamespace, e);
+  } else {
+    e->NotObserved("network", "no network namespace: runsc --network=none gives the sandbox none",
+                   "metadata address, egress outside the granted set");
+  }
+  // What lives inside the Sentry, which the host cannot read: said so, with the probe that tests
+  // each claim instead.
+  e->NotObserved("platform",
+                 "runsc is started with --platform=" + c.plan.gvisor.platform +
+                     "; the Sentry does not report the platform it runs on to the host",
+                 "");
+  e->NotObserved("seccomp",
+                 "the filter is enforced inside the Sentry (runsc --oci-seccomp); its program "
+                 "cannot be read from the host",
+                 "the first errno and kill syscall rules");
+  e->NotObserved("rlimits", "set inside the sandbox by the Sentry", "processes past the limit");
+  e->NotObserved("mounts", "the sandbox's mount table lives in the Sentry",
+                 "read-only root, unmounted host path");
 }
 
 Result<std::string> CreateNetwork(const RunContext& c, RunState& s) {

@@ -43,6 +43,11 @@ Status PrepareMountSources(const RunContext& c, RunState& s);
 Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunState& s);
 // 4. No network, or the run's own namespace from the provider; the sandbox's /etc/hosts.
 Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
+// What the kernel and runsc show of the run, read back once its cgroup and network exist and
+// before runsc starts the program (drivers/enforcement.h); what lives in the Sentry is marked
+// not observed, with the probe that tests it.
+void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, RunState& s,
+                         Enforcement* e);
 // 5. The bundle: the fresh root (mount points and a minimal /etc) and config.json.
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
                    RunState& s);

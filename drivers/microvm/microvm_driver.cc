@@ -41,6 +41,7 @@ struct MicrovmDriver::Ready {
   std::string kvm_detail;
   std::vector<gid_t> kvm_groups;
   std::unique_ptr<microvm::ImageCache> images;
+  std::string qemu_version;  // the first line of `qemu --version`, for each run's evidence
 };
 
 namespace {
@@ -202,6 +203,22 @@ std::string MicrovmDriver::kvm_detail() const {
   return ready_ ? ready_->kvm_detail : "";
 }
 
+namespace {
+
+// "QEMU emulator version 7.2.13 (Debian 1:7.2+dfsg-7+deb12u7)"; what went wrong otherwise (the
+// version is evidence, not a precondition: QEMU's own start says whether it works).
+std::string QemuVersion(const std::string& qemu_path) {
+  auto out = RunTool({qemu_path, "--version"}, std::chrono::seconds(10), 4096);
+  if (!out.ok()) return "unknown (" + out.status().message() + ")";
+  std::string line = out->output.substr(0, out->output.find('\n'));
+  if (out->timed_out || !out->status.exited || out->status.code != 0 || line.empty()) {
+    return "unknown (qemu --version failed)";
+  }
+  return line;
+}
+
+}  // namespace
+
 Status MicrovmDriver::Probe() {
   const MicrovmOptions& o = options_;
   SAFEX_RETURN_IF_ERROR(CheckFile(o.qemu_path, "QEMU", true));
@@ -221,6 +238,7 @@ Status MicrovmDriver::Probe() {
 
   auto ready = std::make_unique<Ready>();
   ready->cgroups = *cg;
+  ready->qemu_version = QemuVersion(o.qemu_path);
   ready->tsc_khz = microvm::MeasureHostTscKhz();
   microvm::ImageCache::Options io;
   io.dir = o.state_root + "/images";
@@ -366,6 +384,18 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   SAFEX_RETURN_IF_ERROR(microvm::CreateVmmCgroup(plan, req, o, *ready->cgroups, vcpus, v));
   const std::string mode = std::string("microvm/") + microvm::AccelName(accel) +
                            (v.net ? "/network=netns" : "/network=none");
+  // 5b. The evidence, before QEMU exists: a host that does not enforce the plan refuses the run.
+  Enforcement evidence;
+  microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
+  if (evidence.Differs()) {
+    RunResult r;
+    r.backend_mode = mode;
+    r.refused_by_enforcement = true;
+    r.backend_error = "the host does not enforce the plan: " + evidence.Differences();
+    r.enforcement = std::move(evidence);
+    r.teardown_error = TearDown(v.cg->Destroy(), v, &r.denied_egress);
+    return r;
+  }
   if (req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed) != 0) {
     // Stopped before QEMU: nothing ran; everything made so far goes with VmRun.
     RunResult r;
@@ -390,6 +420,11 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   // 8-9. Nothing ran (a refusal or setup error with its reason), or what happened.
   SAFEX_RETURN_IF_ERROR(microvm::NothingRan(*launched, vmm_oom, accel, o));
   RunResult r = microvm::ResultOf(plan, launched->session, v.guest_mib, vmm_oom, mode);
+  if (launched->session.hello) {
+    evidence.Observed("guest.kernel", launched->session.hello->kernel_release,
+                      "guest agent's hello, before the program started");
+  }
+  r.enforcement = std::move(evidence);
   // 10. Every process of the run is gone: the outputs to the collector, then the teardown.
   if (v.receiver && req.collect_output) {
     for (const microvm::OutputMountSpec& om : v.outputs) {

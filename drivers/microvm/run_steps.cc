@@ -13,6 +13,7 @@
 #include "common/owner_lock.h"
 #include "common/sha256.h"
 #include "drivers/microvm/guest_tap.h"
+#include "drivers/net/network_evidence.h"
 
 namespace safex::microvm {
 namespace {
@@ -175,7 +176,32 @@ Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
   auto cg = cgroups.CreateRun(o.cgroup_parent, "microvm-" + req.run_id, limits);
   if (!cg.ok()) return cg.status().With("microvm: the VMM's cgroup");
   v.cg.emplace(std::move(*cg));
+  v.cg_limits = limits;
   return Status::Ok();
+}
+
+void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version, const VmRun& v,
+                         drivers::Enforcement* e) {
+  e->Observed("runtime", qemu_version, "runtime: qemu --version");
+  drivers::cgroup::CompareLimits(v.cg_limits, *v.cg, e);
+  if (v.net) {
+    drivers::net::AddNetworkEvidence(v.net.get(), drivers::net::SandboxAddress::kInGuest, e);
+  } else {
+    e->NotObserved("network", "no network namespace: QEMU is given no network device",
+                   "metadata address, egress outside the granted set");
+  }
+  // The plan's own limits, filter and mounts are applied by the guest agent inside the VM, in a
+  // kernel the host cannot read; the VMM cgroup above bounds the whole VM.
+  const std::string inside =
+      "applied by the guest agent inside the VM (its kernel is not the "
+      "host's, so the host cannot read it back)";
+  e->NotObserved("guest.cgroup",
+                 inside + "; memory " + std::to_string(plan.limits.memory_bytes) + " bytes, pids " +
+                     std::to_string(plan.limits.pids),
+                 "allocation above the memory limit, fork past the pids limit");
+  e->NotObserved("seccomp", inside, "the first errno and kill syscall rules");
+  e->NotObserved("rlimits", inside, "processes past the limit");
+  e->NotObserved("mounts", inside, "read-only root, unmounted host path");
 }
 
 LaunchSpec BuildLaunchSpec(const drivers::MicrovmOptions& o, const drivers::RunRequest& req,

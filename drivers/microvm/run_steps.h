@@ -63,6 +63,7 @@ struct VmRun {
   UniqueFd tap;
   std::optional<OutputReceiver> receiver;
   std::optional<drivers::cgroup::RunCgroup> cg;  // the VMM's host cgroup
+  drivers::cgroup::Limits cg_limits;             // what was written to it
   uint64_t guest_mib = 0;
 };
 
@@ -82,6 +83,12 @@ Status PrepareOutputs(const plan::Plan& plan, VmRun& v);
 Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
                        const drivers::MicrovmOptions& o, const drivers::cgroup::CgroupHost& cgroups,
                        uint32_t vcpus, VmRun& v);
+// 5b. What the host kernel shows of the run before QEMU starts (drivers/enforcement.h): the
+//     VMM's cgroup read back against what was written, the run's network namespace, the QEMU
+//     binary's version; what the guest agent enforces inside the VM is marked not observed, with
+//     the probe that tests it.
+void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version, const VmRun& v,
+                         drivers::Enforcement* e);
 
 // How QEMU and the session with the guest are set up (pure from what the steps made).
 struct LaunchInputs {

@@ -12,6 +12,7 @@
 #include <netlink/route/route.h>
 #include <netlink/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -86,6 +87,24 @@ Result<int> RtnlSocket::LinkIndex(const std::string& name) {
   if (err < 0) return NlError("looking up interface " + name, err);
   LinkPtr link(raw);
   return rtnl_link_get_ifindex(link.get());
+}
+
+Result<std::vector<std::string>> RtnlSocket::Ipv4Addresses() {
+  nl_cache* addrs = nullptr;
+  int err = rtnl_addr_alloc_cache(sk_.get(), &addrs);
+  if (err < 0) return NlError("listing addresses", err);
+  std::vector<std::string> out;
+  for (nl_object* o = nl_cache_get_first(addrs); o != nullptr; o = nl_cache_get_next(o)) {
+    auto* a = reinterpret_cast<rtnl_addr*>(o);
+    if (rtnl_addr_get_family(a) != AF_INET || rtnl_addr_get_local(a) == nullptr) continue;
+    char text[64];
+    nl_addr2str(rtnl_addr_get_local(a), text, sizeof text);
+    const char* label = rtnl_addr_get_label(a);
+    out.push_back(std::string(label != nullptr ? label : "?") + " " + text);
+  }
+  nl_cache_free(addrs);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Status RtnlSocket::SetLinkUp(int ifindex) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -37,6 +38,9 @@ class RtnlSocket {
   // included, are dropped, so the sandbox's first connection would stall for a second.
   // DeadlineExceeded-like Unavailable after timeout_ms.
   Status WaitOperUp(int ifindex, int timeout_ms);
+  // Every IPv4 address of this namespace as the kernel lists it, "IFNAME ADDR/PREFIX", sorted
+  // (the evidence of a run's network; docs/audit.md "Evidence").
+  Result<std::vector<std::string>> Ipv4Addresses();
   // Deletes a link by name (a veth takes its peer with it). Ok when it did not exist;
   // *existed (optional) says which.
   Status DeleteLink(const std::string& name, bool* existed = nullptr);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -302,6 +303,54 @@ uint64_t RunNetwork::DeniedCount() {
 }
 
 Status RunNetwork::Teardown() { return s_ ? s_->Teardown() : Status::Ok(); }
+
+namespace {
+
+// From the run namespace's table as nftables lists it back: each accepted flow
+// ("ip daddr 198.18.1.10 tcp dport 8080 accept" -> "198.18.1.10:8080/tcp", sorted) and the
+// policy of each base chain ("drop, drop" for output and input).
+void ParseRunRuleset(const std::string& listing, RunNetwork::ReadBack* r) {
+  std::istringstream in(listing);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.size() == 7 && w[0] == "ip" && w[1] == "daddr" && w[3] != "@never_v4" &&
+        w[4] == "dport" && w[6] == "accept") {
+      r->accepted_flows.push_back(w[2] + ":" + w[5] + "/" + w[3]);
+    }
+    if (const size_t at = line.find("policy "); at != std::string::npos) {
+      std::string policy = line.substr(at + 7);
+      policy = policy.substr(0, policy.find(';'));
+      r->chain_policies += (r->chain_policies.empty() ? "" : ", ") + policy;
+    }
+  }
+  std::sort(r->accepted_flows.begin(), r->accepted_flows.end());
+}
+
+}  // namespace
+
+Result<RunNetwork::ReadBack> RunNetwork::ReadBackFromKernel() {
+  if (!s_) return Status::FailedPrecondition("no network");
+  ReadBack r;
+  SAFEX_ASSIGN_OR_RETURN(RtnlSocket inside, RtnlSocket::OpenIn(s_->own.netns.get()));
+  SAFEX_ASSIGN_OR_RETURN(r.addresses, inside.Ipv4Addresses());
+  r.expected_addresses = {
+      s_->link.ifname + " " + s_->link.AddressString() + "/" + std::to_string(s_->link.prefix),
+      "lo 127.0.0.1/8"};
+  std::sort(r.expected_addresses.begin(), r.expected_addresses.end());
+  SAFEX_ASSIGN_OR_RETURN(std::string run_rules,
+                         NftRun(s_->own.netns.get(), std::string("list table inet ") + kRunTable));
+  SAFEX_ASSIGN_OR_RETURN(std::string uplink_rules,
+                         NftRunShared(s_->own.uplink.get(), "list table inet " + s_->own.table));
+  r.expected_flows = FlowStrings();
+  std::sort(r.expected_flows.begin(), r.expected_flows.end());
+  ParseRunRuleset(run_rules, &r);
+  r.run_ruleset_sha256 = Sha256Hex(run_rules);
+  r.uplink_ruleset_sha256 = Sha256Hex(uplink_rules);
+  return r;
+}
 
 void RunNetwork::TeardownInBackground() {
   if (s_) s_->TeardownInBackground();

@@ -71,6 +71,22 @@ class RunNetwork {
   // The granted flows as installed ("198.18.1.10:8080/tcp"), for the audit log.
   std::vector<std::string> FlowStrings() const;
 
+  // What the kernel shows of this network, for the run's evidence: the addresses inside the run's
+  // namespace ("eth0 198.18.128.2/30", "lo 127.0.0.1/8"), what they should be, and the SHA-256
+  // of each ruleset as nftables lists it back (run namespace, uplink table).
+  struct ReadBack {
+    std::vector<std::string> addresses;
+    std::vector<std::string> expected_addresses;
+    // The accept rules of the run namespace's output chain, parsed from the listing, and the
+    // granted flows ("198.18.1.10:8080/tcp", both sorted); each base chain's policy in order.
+    std::vector<std::string> accepted_flows;
+    std::vector<std::string> expected_flows;
+    std::string chain_policies;
+    std::string run_ruleset_sha256;
+    std::string uplink_ruleset_sha256;
+  };
+  Result<ReadBack> ReadBackFromKernel();
+
   // Reads the drop counters now (live), or returns the values read at Teardown.
   Result<DeniedCounts> ReadDenied();
   // Convenience for the audit event: ReadDenied().Egress(), 0 if the counters cannot be read.

@@ -236,6 +236,45 @@ TEST(AuditLogTest, ViewsAnswerAuditorQuestionsInPlainSql) {
   EXPECT_EQ(RawQuery(db, "SELECT wall_ms FROM runs WHERE run_id = 'ok1'"), "150.0");
 }
 
+TEST(AuditLogTest, EnforcementViewsListEachFieldAndTheGaps) {
+  TempDir dir;
+  const std::string db = dir.File("audit.db");
+  auto log = OpenOrDie(db, testing::TestOptions(dir));
+  ASSERT_TRUE(log);
+  // held: every field read back; refused: one differed; blind: ended without any evidence.
+  ASSERT_TRUE(log->RecordStart(SampleStart("held", "python-untrusted")).ok());
+  RunEnd held = SampleEnd("held");
+  held.enforcement =
+      R"({"fields":[{"name":"cgroup.memory_bytes","state":"matches","expected":"1","observed":"1",)"
+      R"("source":"host kernel: memory.max"},{"name":"seccomp","state":"not-observed",)"
+      R"("source":"inside the Sentry","probe":"the first errno rule"}]})";
+  ASSERT_TRUE(log->RecordEnd(held).ok());
+  ASSERT_TRUE(log->RecordStart(SampleStart("refused", "python-untrusted")).ok());
+  RunEnd refused = SampleEnd("refused", Verdict::kRefused);
+  refused.exit_code.reset();
+  refused.error = "the host does not enforce the plan";
+  refused.enforcement =
+      R"({"fields":[{"name":"cgroup.memory_bytes","state":"differs","expected":"2","observed":"1",)"
+      R"("source":"host kernel: safex/memory.max"}]})";
+  ASSERT_TRUE(log->RecordEnd(refused).ok());
+  ASSERT_TRUE(log->RecordStart(SampleStart("blind", "python-untrusted")).ok());
+  ASSERT_TRUE(log->RecordEnd(SampleEnd("blind")).ok());
+  // An end refused without the evidence that refused it is not an end event.
+  ASSERT_TRUE(log->RecordStart(SampleStart("bare", "python-untrusted")).ok());
+  EXPECT_EQ(log->RecordEnd(SampleEnd("bare", Verdict::kRefused)).code(),
+            Status::Code::kInvalidArgument);
+
+  EXPECT_EQ(RawQuery(db, "SELECT count(*) FROM enforcement"), "3");
+  EXPECT_EQ(RawQuery(db, "SELECT probe FROM enforcement WHERE field = 'seccomp'"),
+            "the first errno rule");
+  EXPECT_EQ(
+      RawQuery(db,
+               "SELECT group_concat(run_id || ':' || gap || ':' || coalesce(field, '-'), ' ') "
+               "FROM (SELECT * FROM enforcement_gaps ORDER BY run_id)"),
+      "blind:not recorded:- held:not-observed:seccomp refused:differs:cgroup.memory_bytes");
+  EXPECT_EQ(RawQuery(db, "SELECT verdict FROM runs WHERE run_id = 'refused'"), "refused");
+}
+
 TEST(AuditLogTest, ReadOnlyOpenCannotWriteAndMissingFileIsNotFound) {
   TempDir dir;
   const std::string db = dir.File("audit.db");

@@ -219,7 +219,9 @@ TEST(CanonicalTest, RowValidation) {
   RunEnd e = testing::SampleEnd("ok-id");
   e.wall_ns = ~uint64_t{0};
   EXPECT_EQ(RowFromEnd(e, 1).status().code(), Status::Code::kInvalidArgument);
-  e = testing::SampleEnd("ok-id", Verdict::kRefused);
+  e = testing::SampleEnd("ok-id", Verdict::kRefused);  // refused without its evidence
+  EXPECT_EQ(RowFromEnd(e, 1).status().code(), Status::Code::kInvalidArgument);
+  e = testing::SampleEnd("ok-id", Verdict::kInterrupted);
   EXPECT_EQ(RowFromEnd(e, 1).status().code(), Status::Code::kInvalidArgument);
   Refusal r;
   r.run_id = "x";

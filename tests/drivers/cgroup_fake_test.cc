@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "drivers/cgroup/cgroup.h"
+#include "drivers/enforcement.h"
 #include "drivers/gvisor/run_dir.h"
 
 namespace safex::drivers::cgroup {
@@ -80,8 +81,16 @@ class FakeKernelFs : public HostCgroupFs {
       }
       if (name == "cpuset") files.insert(files.end(), {"cpuset.cpus", "cpuset.mems"});
     }
+    // The kernel's defaults: no limit until one is written.
+    const std::map<std::string, std::string> defaults = {
+        {"memory.max", "max\n"},      {"pids.max", "max\n"},
+        {"cpu.max", "max 100000\n"},  {"memory.limit_in_bytes", "9223372036854771712\n"},
+        {"cpu.cfs_quota_us", "-1\n"}, {"cpu.cfs_period_us", "100000\n"}};
     for (const std::string& f : files) {
-      if (access((path + "/" + f).c_str(), F_OK) != 0) WriteAll(path + "/" + f, "");
+      if (access((path + "/" + f).c_str(), F_OK) != 0) {
+        auto d = defaults.find(f);
+        WriteAll(path + "/" + f, d == defaults.end() ? "" : d->second);
+      }
     }
     return 0;
   }
@@ -368,6 +377,134 @@ TEST(CgroupFakeTree, NoCgroupsAtAllIsUnavailable) {
   TempTree t;
   FakeKernelFs fs(true);
   EXPECT_EQ(CgroupHost::Detect(t.path(), &fs).status().code(), Status::Code::kUnavailable);
+}
+
+// ---- read-back (the run's evidence, drivers/enforcement.h) --------------------------------
+
+const EnforcedField* Field(const Enforcement& e, const std::string& name) {
+  for (const EnforcedField& f : e.fields) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+TEST(CgroupReadBack, WhatWasWrittenMatchesAndNamesItsControlFile) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  Limits l;
+  l.memory_bytes = 128 << 20;
+  l.pids_max = 600;
+  l.cpus = 2;
+  auto rc = host->CreateRun("safex", "run-1", l);
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  // The root has no limit files and the shared parent says "max": the run's own files decide.
+  WriteAll(t.path() + "/safex/memory.max", "max\n");
+  WriteAll(t.path() + "/safex/cpu.max", "max 100000\n");
+  auto seen = rc->ReadEffectiveLimits();
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->memory_bytes, uint64_t{128} << 20);
+  EXPECT_EQ(seen->pids_max, 600u);
+  EXPECT_EQ(seen->cpu_millis, 2000u);
+  EXPECT_EQ(seen->memory_source, t.path() + "/safex/run-1/memory.max");
+
+  Enforcement e;
+  CompareLimits(l, *rc, &e);
+  ASSERT_EQ(e.fields.size(), 3u);
+  EXPECT_FALSE(e.Differs()) << e.Differences();
+  EXPECT_EQ(Field(e, "cgroup.memory_bytes")->state, EnforcedField::State::kMatches);
+  EXPECT_EQ(Field(e, "cgroup.cpu_millis")->observed, "2000");
+}
+
+TEST(CgroupReadBack, AStricterAncestorIsWhatTheKernelEnforcesAndDiffers) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  Limits l;
+  l.memory_bytes = 256 << 20;
+  l.pids_max = 600;
+  l.cpus = 1;
+  auto rc = host->CreateRun("safex", "run-2", l);
+  ASSERT_TRUE(rc.ok());
+  // The operator's delegated cgroup caps every sandbox at 64 MiB: a 256 MiB plan cannot hold.
+  WriteAll(t.path() + "/safex/memory.max", std::to_string(64 << 20) + "\n");
+  WriteAll(t.path() + "/safex/pids.max", "max\n");
+  Enforcement e;
+  CompareLimits(l, *rc, &e);
+  ASSERT_TRUE(e.Differs());
+  const EnforcedField* mem = Field(e, "cgroup.memory_bytes");
+  ASSERT_NE(mem, nullptr);
+  EXPECT_EQ(mem->state, EnforcedField::State::kDiffers);
+  EXPECT_EQ(mem->expected, std::to_string(256 << 20));
+  EXPECT_EQ(mem->observed, std::to_string(64 << 20));
+  EXPECT_NE(mem->source.find(t.path() + "/safex/memory.max"), std::string::npos) << mem->source;
+  EXPECT_EQ(Field(e, "cgroup.pids_max")->state, EnforcedField::State::kMatches);
+  EXPECT_NE(e.Differences().find("cgroup.memory_bytes: the plan asks for 268435456"),
+            std::string::npos)
+      << e.Differences();
+}
+
+TEST(CgroupReadBack, AMissingOrGarbledControlFileIsNotShownToHold) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  Limits l;
+  l.memory_bytes = 64 << 20;
+  l.pids_max = 10;
+  l.cpus = 1;
+  auto rc = host->CreateRun("safex", "run-3", l);
+  ASSERT_TRUE(rc.ok());
+  const std::string dir = t.path() + "/safex/run-3";
+  WriteAll(dir + "/pids.max", "lots\n");
+  EXPECT_EQ(rc->ReadEffectiveLimits().status().code(), Status::Code::kDataLoss);
+  Enforcement garbled;
+  CompareLimits(l, *rc, &garbled);
+  EXPECT_TRUE(garbled.Differs());
+  ASSERT_EQ(garbled.fields.size(), 1u);
+  EXPECT_EQ(garbled.fields[0].name, "cgroup");
+
+  // A kernel without the cpu controller here (simulated: its control file is gone).
+  WriteAll(dir + "/pids.max", "10\n");
+  ASSERT_EQ(unlink((dir + "/cpu.max").c_str()), 0);
+  Enforcement missing;
+  CompareLimits(l, *rc, &missing);
+  EXPECT_TRUE(missing.Differs());
+  EXPECT_NE(missing.Differences().find("cpu.max"), std::string::npos) << missing.Differences();
+}
+
+TEST(CgroupReadBack, V1QuotaOverPeriodAndThePageCounterMaximumIsUnlimited) {
+  TempTree t;
+  FakeKernelFs fs(false);
+  fs.set_root_len(t.path().size());
+  for (const char* h : {"cpu,cpuacct", "memory", "pids"}) {
+    std::string d = t.path() + "/" + h;
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    WriteAll(d + "/cgroup.procs", "");
+    WriteAll(d + "/tasks", "");
+  }
+  // What a v1 root shows: no pids.max at the root, memory "unlimited" as the page counter's max.
+  WriteAll(t.path() + "/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteAll(t.path() + "/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  WriteAll(t.path() + "/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  Limits l;
+  l.memory_bytes = 1 << 26;
+  l.pids_max = 100;
+  l.cpus = 1;
+  auto rc = host->CreateRun("safex", "r", l);
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  Enforcement e;
+  CompareLimits(l, *rc, &e);
+  EXPECT_FALSE(e.Differs()) << e.Differences();
+  EXPECT_EQ(Field(e, "cgroup.cpu_millis")->observed, "1000");
+  EXPECT_EQ(Field(e, "cgroup.memory_bytes")->observed, std::to_string(1 << 26));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/microvm/microvm_test_util.h"
@@ -131,6 +132,17 @@ TEST_F(MicrovmEgressTest, OnlyTheGrantedHostPortIsReachableFromTheGuest) {
   EXPECT_EQ(servers_.Hits("tcp 169.254.169.254:80"), 0);
   // The guest's denied attempts were dropped and counted by the run's rules.
   EXPECT_GT(j["denied_egress"].get<uint64_t>(), 0u) << j.dump();
+  // The evidence: the run's namespace as the kernel lists it back, QEMU's version, the guest
+  // kernel the agent reported before the program started.
+  std::map<std::string, nlohmann::json> fields;
+  for (const auto& f : j["enforcement"]["fields"]) fields[f["name"].get<std::string>()] = f;
+  EXPECT_EQ(fields["network.egress_accepts"]["state"], "matches") << j["enforcement"].dump();
+  EXPECT_EQ(fields["network.egress_accepts"]["observed"], "198.18.1.10:8080/tcp");
+  EXPECT_EQ(fields["network.chain_policies"]["observed"], "drop, drop");
+  EXPECT_EQ(fields["network.addresses"]["state"], "matches");
+  EXPECT_EQ(fields["cgroup.memory_bytes"]["state"], "matches");
+  EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("QEMU"));
+  EXPECT_FALSE(fields["guest.kernel"]["observed"].get<std::string>().empty());
 }
 
 // A guest that attempts nothing is counted as attempting nothing: the guest kernel's own chatter

@@ -3,10 +3,11 @@
 // attempts counted into the audit log. The "outside world" is the network tests' World: test hosts
 // at 198.18.1.10/.11 and 169.254.169.254 in a namespace this test creates, reached through an
 // uplink namespace it also creates; no traffic touches the machine's real network.
-#include <unistd.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
@@ -52,9 +53,10 @@ class EgressCliTest : public ::testing::Test {
     servers_.Listen(world_->world_fd(), "tcp", "198.18.1.11", 8080);
     servers_.Listen(world_->world_fd(), "tcp", "169.254.169.254", 80);
     servers_.Start();
-    host_config_ = dir_.Write("host.policy", "host {\n  network {\n    pool = \"198.18.130.0/24\"\n"
-                                             "    uplink = \"" + world_->uplink_path() +
-                                                 "\"\n  }\n}\n");
+    host_config_ = dir_.Write("host.policy",
+                              "host {\n  network {\n    pool = \"198.18.130.0/24\"\n"
+                              "    uplink = \"" +
+                                  world_->uplink_path() + "\"\n  }\n}\n");
     before_ = testing::LeakSnapshot::Take();
   }
   void TearDown() override {
@@ -64,10 +66,19 @@ class EgressCliTest : public ::testing::Test {
 
   testing::ProcessOutput Run(const std::string& policy_text, const std::vector<std::string>& argv) {
     std::string policy = dir_.Write("egress.policy", policy_text);
-    std::vector<std::string> args = {"run", "--policy", policy, "--search-path",
-                                     testing::SourceDir() + "/policies/examples", "--host-config",
-                                     host_config_, "--audit-db", dir_.Join("audit.db"),
-                                     "--audit-key", dir_.Join("audit.key"), "--json", "--"};
+    std::vector<std::string> args = {"run",
+                                     "--policy",
+                                     policy,
+                                     "--search-path",
+                                     testing::SourceDir() + "/policies/examples",
+                                     "--host-config",
+                                     host_config_,
+                                     "--audit-db",
+                                     dir_.Join("audit.db"),
+                                     "--audit-key",
+                                     dir_.Join("audit.key"),
+                                     "--json",
+                                     "--"};
     args.insert(args.end(), argv.begin(), argv.end());
     return testing::RunSafex(args);
   }
@@ -114,17 +125,38 @@ TEST_F(EgressCliTest, OnlyTheGrantedHostPortIsReachable) {
   ASSERT_TRUE(run.ok());
   ASSERT_FALSE(run->run.denied_egress.empty());
   EXPECT_GT(run->run.denied_egress.front().count, 0u);
+  // The evidence: what the kernel showed of the run's namespace before the program started, in
+  // the report and in the end event alike.
+  std::map<std::string, nlohmann::json> fields;
+  for (const auto& f : j["enforcement"]["fields"]) fields[f["name"].get<std::string>()] = f;
+  EXPECT_EQ(fields["network.egress_accepts"]["state"], "matches") << j["enforcement"].dump();
+  EXPECT_EQ(fields["network.egress_accepts"]["observed"], "198.18.1.10:8080/tcp");
+  EXPECT_EQ(fields["network.chain_policies"]["observed"], "drop, drop");
+  EXPECT_EQ(fields["network.addresses"]["state"], "matches");
+  EXPECT_THAT(fields["network.addresses"]["observed"].get<std::string>(),
+              HasSubstr("lo 127.0.0.1/8"));
+  EXPECT_EQ(fields["network.ruleset_sha256"]["observed"].get<std::string>().size(), 64u);
+  EXPECT_EQ(nlohmann::json::parse(run->run.enforcement), j["enforcement"]);
 }
 
 TEST_F(EgressCliTest, NoEgressMeansNoNetworkAtAll) {
-  testing::ProcessOutput r = Run(
-      "policy \"no-egress\" extends \"python-untrusted\" {\n}\n", {"python3", "-c", kProbe});
+  testing::ProcessOutput r =
+      Run("policy \"no-egress\" extends \"python-untrusted\" {\n}\n", {"python3", "-c", kProbe});
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   nlohmann::json seen = nlohmann::json::parse(j["stdout"]["text"].get<std::string>());
   for (auto& [k, v] : seen.items()) EXPECT_NE(v, "ok") << k;
   EXPECT_EQ(servers_.Hits("tcp 198.18.1.10:8080"), 0);
   EXPECT_THAT(j["backend_mode"].get<std::string>(), HasSubstr("network=none"));
+  // No namespace to read back: said so, with the probe that tests it instead.
+  bool said = false;
+  for (const auto& f : j["enforcement"]["fields"]) {
+    if (f["name"] != "network") continue;
+    said = true;
+    EXPECT_EQ(f["state"], "not-observed");
+    EXPECT_THAT(f["probe"].get<std::string>(), HasSubstr("metadata"));
+  }
+  EXPECT_TRUE(said) << j["enforcement"].dump();
 }
 
 TEST_F(EgressCliTest, ForbiddenLiteralAddressFailsToCompile) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -338,6 +339,74 @@ TEST_F(RunCliTest, MissingRunscIsRefusedNeverRunElsewhere) {
   EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("runsc"));
   EXPECT_FALSE(std::filesystem::exists(out + "/ran"));
   EXPECT_EQ(AuditOf(j["run_id"]).run.state, "refused");
+}
+
+// The plan asks for 256 MiB; the operator's delegated cgroup allows every sandbox 64 MiB, so the
+// kernel would enforce less than the plan says (a run could be OOM-killed early and look like its
+// own fault, or a looser ancestor could be the only limit). The read-back sees it and refuses.
+TEST_F(RunCliTest, AHostThatDoesNotEnforceThePlanRefusesBeforeTheProgramStarts) {
+  const std::string parent = "safex-evidence-test-" + std::to_string(getpid());
+  const std::string host = dir_.Join("host.policy");
+  std::ofstream(host) << "host {\n  backends { gvisor { } }\n  cgroups { parent = \"" << parent
+                      << "\"  memory = 64MiB }\n}\n";
+  TempDir out_parent;
+  const std::string out = out_parent.Join("out");
+  nlohmann::json j = RunJson(Example("python-untrusted"),
+                             {"python3", "-c", "open('/data/out/ran', 'w').write('x')"},
+                             {"--host-config", host, "--output", out});
+  // The delegated cgroup is the operator's state, made by the run; this test's own goes now.
+  for (const auto& h : std::filesystem::directory_iterator("/sys/fs/cgroup")) {
+    rmdir((h.path().string() + "/" + parent).c_str());
+  }
+  EXPECT_EQ(last_status_, 125);
+  EXPECT_EQ(j["verdict"], "refused");
+  EXPECT_THAT(j["reason"].get<std::string>(),
+              HasSubstr("the host does not enforce the plan: cgroup.memory_bytes: the plan asks "
+                        "for 268435456"));
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("shows 67108864"));
+  EXPECT_TRUE(j["exit_code"].is_null());
+  EXPECT_FALSE(std::filesystem::exists(out + "/ran"));
+  // Recorded: a start, and an end refused with the evidence that refused it.
+  audit::RunDetail d = AuditOf(j["run_id"]);
+  EXPECT_EQ(d.run.verdict, "refused");
+  EXPECT_EQ(d.events.size(), 2u);
+  nlohmann::json recorded = nlohmann::json::parse(d.run.enforcement, nullptr, false);
+  ASSERT_TRUE(recorded.is_object()) << d.run.enforcement;
+  EXPECT_EQ(recorded, j["enforcement"]);
+  bool differs = false;
+  for (const auto& f : recorded["fields"]) {
+    if (f["name"] == "cgroup.memory_bytes") differs = f["state"] == "differs";
+  }
+  EXPECT_TRUE(differs) << recorded.dump();
+  // And shown to the auditor.
+  ProcessOutput show = RunSafex(
+      {"audit", "show", "--audit-db", dir_.Join("audit.db"), j["run_id"].get<std::string>()});
+  EXPECT_EQ(show.status, 0) << show.err;
+  EXPECT_THAT(show.out, HasSubstr("cgroup.memory_bytes: differs, plan 268435456, seen 67108864"));
+}
+
+// A run that went ahead has its evidence: the cgroup limits as the kernel reports them, the
+// runtime's version, and what the host cannot see named with the probe that tests it.
+TEST_F(RunCliTest, EveryRunRecordsWhatItEnforced) {
+  nlohmann::json j = RunJson(Example("python-untrusted"), {"python3", "-c", "print(1)"});
+  ASSERT_EQ(last_status_, 0) << j.dump();
+  std::map<std::string, nlohmann::json> fields;
+  for (const auto& f : j["enforcement"]["fields"]) fields[f["name"].get<std::string>()] = f;
+  EXPECT_EQ(fields["cgroup.memory_bytes"]["state"], "matches");
+  EXPECT_EQ(fields["cgroup.memory_bytes"]["observed"], "268435456");
+  EXPECT_THAT(fields["cgroup.memory_bytes"]["source"].get<std::string>(),
+              HasSubstr("host kernel: /sys/fs/cgroup/"));
+  EXPECT_EQ(fields["cgroup.pids_max"]["state"], "matches");
+  EXPECT_EQ(fields["cgroup.cpu_millis"]["state"], "matches");
+  EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("runsc"));
+  EXPECT_EQ(fields["seccomp"]["state"], "not-observed");
+  EXPECT_FALSE(fields["seccomp"]["probe"].get<std::string>().empty());
+  audit::RunDetail d = AuditOf(j["run_id"]);
+  EXPECT_EQ(nlohmann::json::parse(d.run.enforcement), j["enforcement"]);
+  ProcessOutput show = RunSafex(
+      {"audit", "show", "--audit-db", dir_.Join("audit.db"), j["run_id"].get<std::string>()});
+  EXPECT_THAT(show.out, HasSubstr("enforced:"));
+  EXPECT_THAT(show.out, HasSubstr("cgroup.memory_bytes: matches 268435456"));
 }
 
 TEST_F(RunCliTest, UnwritableAuditLogRefusesBeforeAnythingRuns) {
