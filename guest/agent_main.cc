@@ -156,7 +156,14 @@ int Main() {
   auto program = BuildSeccompProgram(*spec, &error);
   if (!program) FailSetup(*ch, error);
 
-  SpawnOutcome spawn = SpawnWorkload(*spec, *program, *cgroup);
+  // The host sees what the program will get before it starts (kEvidence) and answers kGo, or
+  // ends the VM: the child never execs without it.
+  auto approve = [&ch](const std::string& report) {
+    if (!ch->Send(FrameType::kEvidence, report)) return false;
+    std::optional<microvm::Frame> answer = ch->Receive(microvm::kMaxControlFrame);
+    return answer && answer->type == FrameType::kGo;
+  };
+  SpawnOutcome spawn = SpawnWorkload(*spec, *program, *cgroup, approve);
   if (!spawn.setup_error.empty()) FailSetup(*ch, spawn.setup_error);
   ch->Send(FrameType::kStarted, "");
   microvm::ExitReport report;

@@ -52,6 +52,7 @@ enum ChildStep : int32_t {
   kStepNoNewPrivs,
   kStepChdir,
   kStepSeccomp,
+  kStepEvidence,
   kStepExec,
 };
 
@@ -99,6 +100,8 @@ const char* StepName(int32_t s) {
       return "chdir(cwd)";
     case kStepSeccomp:
       return "seccomp";
+    case kStepEvidence:
+      return "evidence report";
     case kStepExec:
       return "execve";
   }
@@ -118,6 +121,7 @@ struct Limit {
 // Everything the child reads, prepared before clone3.
 struct ChildPlan {
   int stdin_fd, stdout_fd, stderr_fd, report_fd;
+  int evidence_fd, go_fd;  // the sandbox report out (drivers/sandbox_report.h), the go-ahead in
   const char* root;
   const char* cwd;
   const char* hostname;
@@ -136,12 +140,76 @@ struct ChildPlan {
   _exit(127);
 }
 
-// The child between clone3 and execve. Only reads `p` and makes system calls.
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// One source of the sandbox report: "NAME LENGTH\n" and at most 16 KiB of the file (the whole
+// report stays within one data frame). No allocation: the child has only its copy of the stack.
+bool SendSource(int fd, const char* name, const char* path) {
+  static char buf[16 * 1024];
+  size_t len = 0;
+  int in = open(path, O_RDONLY | O_CLOEXEC);
+  if (in >= 0) {
+    for (;;) {
+      ssize_t r = read(in, buf + len, sizeof buf - len);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      len += static_cast<size_t>(r);
+      if (len == sizeof buf) break;
+    }
+    close(in);
+  }
+  char head[64];
+  size_t h = 0;
+  for (const char* c = name; *c != '\0'; ++c) head[h++] = *c;
+  head[h++] = ' ';
+  char digits[24];
+  size_t d = 0;
+  size_t v = len;
+  do {
+    digits[d++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  while (d > 0) head[h++] = digits[--d];
+  head[h++] = '\n';
+  return WriteAll(fd, head, h) && WriteAll(fd, buf, len);
+}
+
+// What the program will get, read by the process that becomes it, under everything applied
+// (drivers/sandbox_report.h), then the host's answer: 'g' or nothing ran.
+void ReportAndAwaitGoAhead(int report) {
+  static const char kHeader[] = "SAFEX-LAUNCH 1\n";
+  if (!WriteAll(4, kHeader, sizeof kHeader - 1) || !SendSource(4, "status", "/proc/self/status") ||
+      !SendSource(4, "limits", "/proc/self/limits") ||
+      !SendSource(4, "mountinfo", "/proc/self/mountinfo") || !WriteAll(4, "end\n", 4)) {
+    ChildFail(report, kStepEvidence, errno);
+  }
+  close(4);
+  char go = 0;
+  ssize_t r;
+  do {
+    r = read(5, &go, 1);
+  } while (r < 0 && errno == EINTR);
+  close(5);
+  if (r != 1 || go != 'g') ChildFail(report, kStepEvidence, EPERM);
+}
+
+// The child between clone3 and execve. Only reads `p` and makes system calls. Its descriptors:
+// 0-2 stdio, 3 the failure report (closed by a successful exec), 4 the sandbox report, 5 the
+// go-ahead (both closed before the exec).
 [[noreturn]] void ChildMain(const ChildPlan& p) {
   int report = p.report_fd;
-  int hi[4];
-  const int src[4] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.report_fd};
-  for (int i = 0; i < 4; ++i) {
+  int hi[6];
+  const int src[6] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.report_fd, p.evidence_fd, p.go_fd};
+  for (int i = 0; i < 6; ++i) {
     hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
     if (hi[i] < 0) ChildFail(report, kStepDupHigh, errno);
   }
@@ -149,9 +217,11 @@ struct ChildPlan {
   for (int i = 0; i < 3; ++i) {
     if (dup2(hi[i], i) < 0) ChildFail(report, kStepDupTarget, errno);
   }
-  if (dup3(hi[3], 3, O_CLOEXEC) < 0) ChildFail(report, kStepDupTarget, errno);
+  for (int i = 3; i < 6; ++i) {
+    if (dup3(hi[i], i, O_CLOEXEC) < 0) ChildFail(report, kStepDupTarget, errno);
+  }
   report = 3;
-  if (close_range(4, ~0U, 0) != 0) ChildFail(report, kStepCloseRange, errno);
+  if (close_range(6, ~0U, 0) != 0) ChildFail(report, kStepCloseRange, errno);
   if (setsid() < 0) ChildFail(report, kStepSetsid, errno);
   // Ignored signals would survive execve: restore every disposition and unblock everything.
   struct sigaction dfl;
@@ -204,6 +274,7 @@ struct ChildPlan {
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p.seccomp, 0, 0) != 0) {
     ChildFail(report, kStepSeccomp, errno);
   }
+  ReportAndAwaitGoAhead(report);
   // execvpe would take PATH from the agent's environment, not the plan's: walk the candidates.
   int err = ENOENT;
   bool saw_eacces = false;
@@ -215,6 +286,24 @@ struct ChildPlan {
   }
   if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
   ChildFail(report, kStepExec, err);
+}
+
+// The child's report to `approve` (the host), and its answer back. A child that failed before
+// its report sends nothing (EOF): its failure report says why.
+void ForwardEvidence(int ev_fd, int go_fd, const std::function<bool(const std::string&)>& approve) {
+  std::string report;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(ev_fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    report.append(buf, static_cast<size_t>(n));
+    if (report.size() > 64 * 1024) break;  // more than the child ever writes: no go-ahead
+  }
+  if (report.empty() || report.size() > 64 * 1024) return;
+  if (approve && !approve(report)) return;
+  const char go = 'g';
+  (void)!write(go_fd, &go, 1);
 }
 
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
@@ -256,7 +345,8 @@ rlim_t CpuRlimitSeconds(uint64_t cpu_ns) {
 }  // namespace
 
 SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<sock_filter>& program,
-                           const WorkloadCgroup& cgroup) {
+                           const WorkloadCgroup& cgroup,
+                           const std::function<bool(const std::string&)>& approve) {
   SpawnOutcome out;
   if (spec.argv.empty()) {
     out.setup_error = "empty argv";
@@ -269,7 +359,7 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
   std::vector<char*> argv = CStrings(spec.argv);
   std::vector<char*> envp = CStrings(spec.env);
 
-  int in_pipe[2] = {-1, -1}, out_pipe[2], err_pipe[2], rep_pipe[2];
+  int in_pipe[2] = {-1, -1}, out_pipe[2], err_pipe[2], rep_pipe[2], ev_pipe[2], go_pipe[2];
   int devnull = -1;
   if (spec.has_stdin) {
     if (pipe2(in_pipe, O_CLOEXEC) != 0) {
@@ -281,7 +371,8 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
     in_pipe[0] = devnull;
   }
   if (in_pipe[0] < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      pipe2(rep_pipe, O_CLOEXEC) != 0) {
+      pipe2(rep_pipe, O_CLOEXEC) != 0 || pipe2(ev_pipe, O_CLOEXEC) != 0 ||
+      pipe2(go_pipe, O_CLOEXEC) != 0) {
     out.setup_error = ErrnoMessage("pipe2");
     return out;
   }
@@ -291,6 +382,8 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
   p.stdout_fd = out_pipe[1];
   p.stderr_fd = err_pipe[1];
   p.report_fd = rep_pipe[1];
+  p.evidence_fd = ev_pipe[1];
+  p.go_fd = go_pipe[0];
   p.root = kWorkloadRoot;
   p.cwd = spec.cwd.c_str();
   p.hostname = spec.hostname.c_str();
@@ -325,6 +418,11 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
   CloseFd(out_pipe[1]);
   CloseFd(err_pipe[1]);
   CloseFd(rep_pipe[1]);
+  CloseFd(ev_pipe[1]);
+  CloseFd(go_pipe[0]);
+  if (pid >= 0) ForwardEvidence(ev_pipe[0], go_pipe[1], approve);
+  CloseFd(ev_pipe[0]);
+  CloseFd(go_pipe[1]);
   if (pid < 0) {
     CloseFd(in_pipe[1]);
     CloseFd(out_pipe[0]);

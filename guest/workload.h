@@ -13,6 +13,7 @@
 
 #include <linux/filter.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,8 +39,12 @@ struct SpawnOutcome {
   std::optional<microvm::ExitReport> exec_failure;  // execve failed: exit 127 (not found) or 126
 };
 
+// `approve` gets the sandbox report the child sends just before its exec (drivers/
+// sandbox_report.h) and answers whether the program may start (the host decides: kEvidence out,
+// kGo back); false, and the child exits without running anything (setup_error says so).
 SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<sock_filter>& program,
-                           const WorkloadCgroup& cgroup);
+                           const WorkloadCgroup& cgroup,
+                           const std::function<bool(const std::string&)>& approve);
 
 // Runs until the program has exited and its output is drained: forwards stdout/stderr to the host
 // as kStdout/kStderr frames (at most spec.output_bytes together), writes `stdin_data` to its stdin,

@@ -23,6 +23,13 @@ fi
 # The binary: a new inode (install removes the old file and writes a new one), so a running daemon keeps its
 # old image until it is restarted.
 install -D -m 0755 "$build/safex" /usr/local/bin/safex
+# The launcher (first process of every gVisor run; runs are refused without it) and the built-in
+# probes of `safex test --builtin`: each alone in a root-owned directory, which is bind-mounted
+# read-only into sandboxes.
+install -D -m 0755 "$build/launch-bin/safex-launch" /usr/local/lib/safex/launch/safex-launch
+if [[ -x "$build/probe-bin/safex-probe" ]]; then
+  install -D -m 0755 "$build/probe-bin/safex-probe" /usr/local/lib/safex/probe/safex-probe
+fi
 install -D -m 0644 packaging/safex.service /etc/systemd/system/safex.service
 install -D -m 0644 docs/operating.md /usr/local/share/doc/safex/operating.md
 

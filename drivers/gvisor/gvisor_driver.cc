@@ -13,6 +13,7 @@
 #include "common/persistent_state.h"
 #include "common/run_id.h"
 #include "common/utf8.h"
+#include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
 #include "drivers/gvisor/program_lookup.h"
@@ -135,11 +136,14 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
                                " or later; older ones fail statx on this kernel)");
   }
 
+  Result<std::string> launcher = gvisor::FindLauncherDir(options_.launcher_dir);
+  if (!launcher.ok()) return launcher.status();
+
   auto host = cgroup::CgroupHost::Detect(options_.cgroup_root);
   if (!host.ok()) return Status::Unavailable("gvisor: " + host.status().message());
   Status usable = host->CheckUsable(options_.cgroup_parent);
   if (!usable.ok()) return Status::Unavailable("gvisor: " + usable.message());
-  Ready r{version, *date, *host};
+  Ready r{version, *date, *launcher, *host};
 
   auto probe_dir = PrivateDir::Create(options_.state_root,
                                       "probe-" + std::to_string(getpid()) + "-" +
@@ -194,7 +198,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_RETURN_IF_ERROR(CheckRun(plan, req, options_));
   SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
   gvisor::SeccompOptions seccomp;  // errnoRet is not honoured by runsc 20240729
-  SAFEX_RETURN_IF_ERROR(gvisor::BuildSeccomp(plan.seccomp, seccomp).status());
+  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
+                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
   RunResult result;
   result.backend_mode = BackendMode(plan);
   // A program that is certainly not in the sandbox's root view is 127 without a sandbox: the
@@ -227,8 +232,11 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
     return result;
   }
   // 5-6. The bundle, then runsc with the program's stdio.
-  SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, s));
+  SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, ready.launcher_dir, s));
   SAFEX_ASSIGN_OR_RETURN(gvisor::RunIo io, gvisor::StartRunsc(c, s));
+  // 6b. The launcher's report from inside, before the program: the go-ahead only if it holds.
+  const gvisor::LaunchOutcome launched =
+      gvisor::AwaitLauncher(c, filter.has_value(), io, &result.enforcement);
   // 7. Supervision until every process of the run is gone.
   gvisor::Observation seen = gvisor::Supervise(c, io, s, &result);
   // 8. What happened: the counters (after the end, so they are final), then the classifier.
@@ -238,6 +246,15 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
     s.Teardown(options_.kill_grace);
     if (s.errors.empty()) return outcome.status();
     return Status::Internal(outcome.status().message() + "\n[teardown: " + s.errors + "]");
+  }
+  if (launched != gvisor::LaunchOutcome::kStarted && !outcome->interrupted) {
+    // The launcher exited without the go-ahead: nothing of the program ran.
+    result.refused_by_enforcement = true;
+    result.backend_error =
+        "the host does not enforce the plan: " + result.enforcement.Differences();
+    s.Teardown(options_.kill_grace);
+    result.teardown_error = s.errors;
+    return result;
   }
   result.exit_code = outcome->exit_code;
   result.term_signal = outcome->term_signal;

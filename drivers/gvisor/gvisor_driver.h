@@ -57,6 +57,11 @@ struct GvisorOptions {
   std::chrono::milliseconds kill_grace{2000};
   // Limit on runsc's own diagnostics kept in memory (its stderr).
   size_t diagnostics_cap = 16 * 1024;
+  // The launcher's directory (gvisor/launch_report.h); "" : found next to this binary or where
+  // packaging installs it. Without a launcher every run is refused.
+  std::string launcher_dir;
+  // How long the launcher may take to report once runsc is started (the sandbox's boot).
+  std::chrono::milliseconds launch_timeout{60000};
   // Required for plans that grant egress; runs with egress are refused without it.
   net::NetworkProvider network_provider;
 };
@@ -99,6 +104,7 @@ class GvisorDriver : public Driver {
   struct Ready {
     std::string runsc_version;
     int runsc_date = 0;
+    std::string launcher_dir;
     cgroup::CgroupHost cgroups;
   };
   Result<Ready> EnsureReady();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "drivers/gvisor/launch_report.h"
+
 namespace safex::drivers::gvisor {
 namespace {
 
@@ -21,8 +23,10 @@ Result<std::string> ActionName(plan::SyscallAction a) {
     case plan::SyscallAction::kAllow:
     case plan::SyscallAction::kLog:  // allowed; the driver counts the calls (no SCMP_ACT_LOG)
       return std::string("SCMP_ACT_ALLOW");
-    case plan::SyscallAction::kErrno: return std::string("SCMP_ACT_ERRNO");
-    case plan::SyscallAction::kKill: return std::string("SCMP_ACT_KILL");
+    case plan::SyscallAction::kErrno:
+      return std::string("SCMP_ACT_ERRNO");
+    case plan::SyscallAction::kKill:
+      return std::string("SCMP_ACT_KILL");
   }
   return Status::InvalidArgument("unknown seccomp action");
 }
@@ -58,6 +62,10 @@ std::string MountFlagsError(const plan::Mount& m) {
     }
   }
   if (m.target == "/") return "cannot mount over the sandbox root";
+  if (m.target == kLauncherMountTarget ||
+      m.target.starts_with(std::string(kLauncherMountTarget) + "/")) {
+    return "mount target is the launcher's own: " + m.target;
+  }
   return "";
 }
 
@@ -110,49 +118,10 @@ Result<std::optional<json>> BuildSeccomp(const plan::Seccomp& seccomp,
   return std::optional<json>(std::move(out));
 }
 
-Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
-                          const OciLayout& layout, const SeccompOptions& seccomp_options) {
-  if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("argv is empty");
-  if (layout.mount_sources.size() != plan.mounts.size()) {
-    return Status::Internal("oci: one host source per plan mount expected");
-  }
-  const plan::Limits& lim = plan.limits;
-  if (lim.open_files == 0 || lim.pids == 0 || lim.disk_bytes == 0 || lim.memory_bytes == 0) {
-    return Status::InvalidArgument("oci: limits must all be set (plan not verified?)");
-  }
+namespace {
 
-  json env = json::array();
-  for (const auto& [k, v] : plan.env) {
-    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
-        v.find('\0') != std::string::npos) {
-      return Status::InvalidArgument("oci: bad environment variable name or value: '" + k + "'");
-    }
-    env.push_back(k + "=" + v);
-  }
-  for (const std::string& a : argv) {
-    if (a.find('\0') != std::string::npos) return Status::InvalidArgument("argv contains NUL");
-  }
-
-  json process;
-  process["terminal"] = false;
-  process["user"] = {{"uid", plan.process.uid},
-                     {"gid", plan.process.gid},
-                     {"additionalGids", json::array()}};
-  process["args"] = argv;
-  process["env"] = env;
-  process["cwd"] = plan.process.cwd.empty() ? "/" : plan.process.cwd;
-  json none = json::array();
-  process["capabilities"] = {{"bounding", none},
-                             {"effective", none},
-                             {"inheritable", none},
-                             {"permitted", none},
-                             {"ambient", none}};
-  process["noNewPrivileges"] = true;
-  process["rlimits"] = json::array({Rlimit("RLIMIT_NOFILE", lim.open_files),
-                                    Rlimit("RLIMIT_NPROC", lim.pids),
-                                    Rlimit("RLIMIT_FSIZE", lim.disk_bytes),
-                                    Rlimit("RLIMIT_CORE", 0)});
-
+// gVisor's own /proc, /dev and /sys, the launcher's directory, then the plan's mounts in order.
+Result<json> MountsJson(const plan::Plan& plan, const OciLayout& layout) {
   json mounts = json::array();
   mounts.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
   mounts.push_back({{"destination", "/dev"},
@@ -163,6 +132,13 @@ Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>
                     {"type", "sysfs"},
                     {"source", "sysfs"},
                     {"options", {"nosuid", "noexec", "nodev", "ro"}}});
+  if (!layout.launcher_dir.empty()) {
+    // Exec allowed (it is the first program), nothing else: read-only, nosuid, nodev.
+    mounts.push_back({{"destination", kLauncherMountTarget},
+                      {"type", "bind"},
+                      {"source", layout.launcher_dir},
+                      {"options", {"bind", "ro", "nosuid", "nodev"}}});
+  }
   for (size_t i = 0; i < plan.mounts.size(); ++i) {
     const plan::Mount& m = plan.mounts[i];
     if (std::string err = MountFlagsError(m); !err.empty()) return Status::InvalidArgument(err);
@@ -194,10 +170,63 @@ Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>
     mount["options"] = std::move(opts);
     mounts.push_back(std::move(mount));
   }
+  return mounts;
+}
+
+}  // namespace
+
+Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
+                          const OciLayout& layout, const SeccompOptions& seccomp_options) {
+  if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("argv is empty");
+  if (layout.mount_sources.size() != plan.mounts.size()) {
+    return Status::Internal("oci: one host source per plan mount expected");
+  }
+  const plan::Limits& lim = plan.limits;
+  if (lim.open_files == 0 || lim.pids == 0 || lim.disk_bytes == 0 || lim.memory_bytes == 0) {
+    return Status::InvalidArgument("oci: limits must all be set (plan not verified?)");
+  }
+
+  json env = json::array();
+  for (const auto& [k, v] : plan.env) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos ||
+        v.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("oci: bad environment variable name or value: '" + k + "'");
+    }
+    env.push_back(k + "=" + v);
+  }
+  for (const std::string& a : argv) {
+    if (a.find('\0') != std::string::npos) return Status::InvalidArgument("argv contains NUL");
+  }
+
+  json process;
+  process["terminal"] = false;
+  process["user"] = {
+      {"uid", plan.process.uid}, {"gid", plan.process.gid}, {"additionalGids", json::array()}};
+  if (layout.launcher_dir.empty()) {
+    process["args"] = argv;
+  } else {
+    json args = json::array({kLauncherProgram, "--"});
+    for (const std::string& a : argv) args.push_back(a);
+    process["args"] = std::move(args);
+  }
+  process["env"] = env;
+  process["cwd"] = plan.process.cwd.empty() ? "/" : plan.process.cwd;
+  json none = json::array();
+  process["capabilities"] = {{"bounding", none},
+                             {"effective", none},
+                             {"inheritable", none},
+                             {"permitted", none},
+                             {"ambient", none}};
+  process["noNewPrivileges"] = true;
+  process["rlimits"] =
+      json::array({Rlimit("RLIMIT_NOFILE", lim.open_files), Rlimit("RLIMIT_NPROC", lim.pids),
+                   Rlimit("RLIMIT_FSIZE", lim.disk_bytes), Rlimit("RLIMIT_CORE", 0)});
+
+  SAFEX_ASSIGN_OR_RETURN(json mounts, MountsJson(plan, layout));
 
   json linux;
-  json namespaces = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}},
-                                 {{"type", "mount"}}});
+  json namespaces =
+      json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
   if (layout.network_none) namespaces.push_back({{"type", "network"}});
   linux["namespaces"] = std::move(namespaces);
   linux["cgroupsPath"] = layout.cgroups_path;
@@ -205,8 +234,9 @@ Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>
   resources["memory"] = {{"limit", lim.memory_bytes}, {"swap", lim.memory_bytes}};
   if (layout.pids_backstop > 0) resources["pids"] = {{"limit", layout.pids_backstop}};
   if (lim.cpus > 0) {
-    resources["cpu"] = {{"quota", static_cast<int64_t>(lim.cpus) * static_cast<int64_t>(kCpuPeriodUs)},
-                        {"period", kCpuPeriodUs}};
+    resources["cpu"] = {
+        {"quota", static_cast<int64_t>(lim.cpus) * static_cast<int64_t>(kCpuPeriodUs)},
+        {"period", kCpuPeriodUs}};
   }
   linux["resources"] = std::move(resources);
   SAFEX_ASSIGN_OR_RETURN(std::optional<json> seccomp, BuildSeccomp(plan.seccomp, seccomp_options));

@@ -7,17 +7,17 @@
 //            it for a non-root uid: fork fails with EAGAIN), FSIZE = disk_bytes, CORE = 0.
 //            RLIMIT_CPU is left out: gVisor does not enforce it (the driver does, from outside).
 //   root:    the fresh rootfs, read-only.
-//   mounts:  /proc, /dev, /sys (read-only) as gVisor provides them, then the plan's mounts in order.
-//   linux:   namespaces, cgroupsPath (pre-created by the driver), resources (informational: runsc
+//   mounts:  /proc, /dev, /sys (read-only) as gVisor provides them, then the plan's mounts in
+//   order. linux:   namespaces, cgroupsPath (pre-created by the driver), resources (informational:
+//   runsc
 //            leaves a pre-created cgroup's settings alone), seccomp (see BuildSeccomp).
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "plan/plan.h"
@@ -34,6 +34,10 @@ struct OciLayout {
   // False when runsc runs inside a network namespace provided for the run (--network=host):
   // the spec then asks for no network namespace of its own.
   bool network_none = true;
+  // The launcher's directory on the host (launch_report.h): mounted read-only at
+  // /.safex-launch, and the process is `safex-launch -- argv...`. "" : argv runs directly (unit
+  // tests of the spec only; the driver always sets it).
+  std::string launcher_dir;
 };
 
 struct SeccompOptions {
@@ -45,9 +49,10 @@ struct SeccompOptions {
 // linux.seccomp for plan.seccomp, or nullopt when nothing needs filtering (default allow, no
 // errno/kill rules). Mapping: kAllow -> SCMP_ACT_ALLOW, kErrno -> SCMP_ACT_ERRNO (+errnoRet),
 // kKill -> SCMP_ACT_KILL (gVisor 20240729 knows no SCMP_ACT_KILL_PROCESS: the calling thread dies
-// with SIGSYS, which ends a single-threaded process), kLog -> allowed here and counted by the driver
-// from gVisor's strace (gVisor has no SCMP_ACT_LOG). Architectures: x86_64 only; gVisor evaluates
-// filters against its own x86_64 table and implements neither the i386 (int 0x80) nor the x32 ABI.
+// with SIGSYS, which ends a single-threaded process), kLog -> allowed here and counted by the
+// driver from gVisor's strace (gVisor has no SCMP_ACT_LOG). Architectures: x86_64 only; gVisor
+// evaluates filters against its own x86_64 table and implements neither the i386 (int 0x80) nor the
+// x32 ABI.
 Result<std::optional<nlohmann::json>> BuildSeccomp(const plan::Seccomp& seccomp,
                                                    const SeccompOptions& options);
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "common/unique_fd.h"
+#include "drivers/gvisor/launch_report.h"
 
 namespace safex::drivers::gvisor {
 namespace {
@@ -33,7 +34,8 @@ Status MakeMountPoint(int root_fd, const std::string& target, bool as_file) {
   if (!dir) return Status::Errno("dup", target, errno);
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& p = parts[i];
-    if (p == "." || p == "..") return Status::InvalidArgument("mount target not normalised: " + target);
+    if (p == "." || p == "..")
+      return Status::InvalidArgument("mount target not normalised: " + target);
     bool last = i + 1 == parts.size();
     if (last && as_file) {
       UniqueFd f(openat(dir.get(), p.c_str(), O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
@@ -97,7 +99,7 @@ Status PrepareRootfs(const std::string& root, const plan::Plan& plan,
   if (!root_fd) return Status::Errno("open", root, errno);
   if (fchmod(root_fd.get(), 0755) != 0) return Status::Errno("fchmod", root, errno);
 
-  for (const char* d : {"/proc", "/dev", "/sys"}) {
+  for (const char* d : {"/proc", "/dev", "/sys", kLauncherMountTarget}) {
     SAFEX_RETURN_IF_ERROR(MakeMountPoint(root_fd.get(), d, false));
   }
   bool etc_mounted = false;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "common/owner_lock.h"
+#include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/runsc_command.h"
 #include "drivers/net/network_evidence.h"
@@ -161,13 +163,45 @@ void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, 
                  "runsc is started with --platform=" + c.plan.gvisor.platform +
                      "; the Sentry does not report the platform it runs on to the host",
                  "");
-  e->NotObserved("seccomp",
-                 "the filter is enforced inside the Sentry (runsc --oci-seccomp); its program "
-                 "cannot be read from the host",
-                 "the first errno and kill syscall rules");
-  e->NotObserved("rlimits", "set inside the sandbox by the Sentry", "processes past the limit");
-  e->NotObserved("mounts", "the sandbox's mount table lives in the Sentry",
-                 "read-only root, unmounted host path");
+  // The process's identity, capabilities, seccomp mode, rlimits and mount table come from the
+  // launcher inside the sandbox (AwaitLauncher), once runsc has started it.
+}
+
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, Enforcement* e) {
+  // Everything arrives within the sandbox's start; the bound is for a launcher that never
+  // reports (then nothing of the program ever ran).
+  const auto deadline = std::chrono::steady_clock::now() + c.options.launch_timeout;
+  std::string bytes;
+  Result<SandboxReport> report = Status::Unavailable("launcher report: nothing yet");
+  while (report.status().code() == Status::Code::kUnavailable &&
+         std::chrono::steady_clock::now() < deadline &&
+         (c.req.cancel == nullptr || c.req.cancel->load(std::memory_order_relaxed) == 0)) {
+    pollfd p{io.report.read.get(), POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    char buf[16384];
+    const ssize_t n = read(io.report.read.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;  // EOF: runsc (or the launcher) is gone
+    bytes.append(buf, static_cast<size_t>(n));
+    if (bytes.size() > 256 * 1024) break;  // no report is this large
+    report = ParseSandboxReport(bytes);
+  }
+  io.report.read.Reset();
+  if (!report.ok()) {
+    io.go.write.Reset();  // EOF to the launcher: it exits without running anything
+    e->Compare("launcher", "a report", "",
+               "launcher inside the sandbox: " + report.status().message());
+    return LaunchOutcome::kNoReport;
+  }
+  AddLaunchEvidence(c.plan, filtered, *report, e);
+  if (e->Differs()) {
+    io.go.write.Reset();
+    return LaunchOutcome::kRefused;
+  }
+  const char go = 'g';
+  const bool sent = write(io.go.write.get(), &go, 1) == 1;
+  io.go.write.Reset();
+  return sent ? LaunchOutcome::kStarted : LaunchOutcome::kNoReport;
 }
 
 Result<std::string> CreateNetwork(const RunContext& c, RunState& s) {
@@ -180,7 +214,7 @@ Result<std::string> CreateNetwork(const RunContext& c, RunState& s) {
 }
 
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
-                   RunState& s) {
+                   const std::string& launcher_dir, RunState& s) {
   SAFEX_RETURN_IF_ERROR(PrepareRootfs(s.bundle + "/rootfs", c.plan, s.mount_sources, hosts));
   OciLayout layout;
   layout.rootfs = "rootfs";
@@ -188,6 +222,7 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
   layout.mount_sources = s.mount_sources;
   layout.pids_backstop = s.pids_backstop;
   layout.network_none = c.plan.network.egress.empty();
+  layout.launcher_dir = launcher_dir;
   SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, BuildOciSpec(c.plan, c.req.argv, layout, seccomp));
   SAFEX_ASSIGN_OR_RETURN(std::string text, SpecText(spec));
   return WriteWholeFile(s.bundle + "/config.json", text);
@@ -209,7 +244,11 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
                          StdioFiles::Create(s.dir.path() + "/stdio", c.plan.limits.output_bytes));
   SAFEX_ASSIGN_OR_RETURN(io.log, MakePipe());
   SAFEX_ASSIGN_OR_RETURN(io.diag, MakePipe());
-  for (int fd : {io.log.read.get(), io.diag.read.get()}) SAFEX_RETURN_IF_ERROR(SetNonBlocking(fd));
+  SAFEX_ASSIGN_OR_RETURN(io.report, MakePipe());
+  SAFEX_ASSIGN_OR_RETURN(io.go, MakePipe());
+  for (int fd : {io.log.read.get(), io.diag.read.get(), io.report.read.get()}) {
+    SAFEX_RETURN_IF_ERROR(SetNonBlocking(fd));
+  }
 
   RunscRun r;
   r.runsc_path = c.options.runsc_path;
@@ -219,6 +258,7 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
   r.platform = c.plan.gvisor.platform;
   r.network = !c.plan.network.egress.empty();
   r.logged = SyscallsToLog(c.plan.seccomp);
+  r.launcher = true;
   SpawnOptions so;
   so.argv = RunscRunArgv(r);
   so.env = {};  // runsc needs no environment; nothing of the supervisor's is passed on
@@ -228,7 +268,9 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
             {kRunscStdinFd, io.stdin_pipe ? io.stdin_pipe->read.get() : devnull.get()},
             {kRunscStdoutFd, s.stdio.child_stdout()},
             {kRunscStderrFd, s.stdio.child_stderr()},
-            {kRunscLogFd, io.log.write.get()}};
+            {kRunscLogFd, io.log.write.get()},
+            {kRunscReportFd, io.report.write.get()},
+            {kRunscGoFd, io.go.read.get()}};
   so.new_session = true;  // no controlling terminal for runsc or anything it starts
   so.netns_fd = s.net ? s.net->netns_fd() : -1;
   SAFEX_ASSIGN_OR_RETURN(s.runsc, Subprocess::Spawn(so));
@@ -237,6 +279,8 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
   s.stdio.CloseChildEnds();
   io.log.write.Reset();
   io.diag.write.Reset();
+  io.report.write.Reset();
+  io.go.read.Reset();
   return io;
 }
 

@@ -32,6 +32,15 @@ struct RunIo {
   std::optional<Pipe> stdin_pipe;  // when the request has stdin
   Pipe log;                        // runsc's debug log (the program's exit, fork failures)
   Pipe diag;                       // runsc's own stdout and stderr (its errors)
+  Pipe report;                     // the launcher's report (we read), launch_report.h
+  Pipe go;                         // the go-ahead to the launcher (we write one byte, or close)
+};
+
+// What the launcher said before the program could start (AwaitLauncher).
+enum class LaunchOutcome {
+  kStarted,   // its report matched the plan; the go-ahead was sent: the program runs
+  kRefused,   // its report differed: no go-ahead, the launcher exits 125 and nothing ran
+  kNoReport,  // no complete report (runsc failed, or the launcher could not report): no go-ahead
 };
 
 // 1. The run's private directory (0700) with its owner lock, its bundle and its runsc state dir.
@@ -50,9 +59,12 @@ void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, 
                          Enforcement* e);
 // 5. The bundle: the fresh root (mount points and a minimal /etc) and config.json.
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
-                   RunState& s);
+                   const std::string& launcher_dir, RunState& s);
 // 6. The program's stdout/stderr files, the pipes, and `runsc run` itself (runsc_command.h).
 Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
+// 6b. The launcher's report, read back before the program starts (with the run's cancel flag and
+//     a deadline), added to the evidence and compared; the go-ahead only when nothing differs.
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, Enforcement* e);
 // 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
 //    still written is drained.

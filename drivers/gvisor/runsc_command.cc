@@ -1,5 +1,7 @@
 #include "drivers/gvisor/runsc_command.h"
 
+#include "drivers/gvisor/launch_report.h"
+
 namespace safex::drivers::gvisor {
 
 std::vector<std::string> RunscRunArgv(const RunscRun& r) {
@@ -30,6 +32,13 @@ std::vector<std::string> RunscRunArgv(const RunscRun& r) {
   for (int fd : {kRunscStdinFd, kRunscStdoutFd, kRunscStderrFd}) {
     argv.emplace_back("--pass-fd");
     argv.push_back(std::to_string(fd) + ":" + std::to_string(fd - kRunscStdinFd));
+  }
+  if (r.launcher) {
+    for (auto [host, container] :
+         {std::pair{kRunscReportFd, kLauncherReportFd}, std::pair{kRunscGoFd, kLauncherGoFd}}) {
+      argv.emplace_back("--pass-fd");
+      argv.push_back(std::to_string(host) + ":" + std::to_string(container));
+    }
   }
   argv.push_back(r.run_id);
   return argv;

@@ -16,6 +16,9 @@ inline constexpr int kRunscStdinFd = 3;
 inline constexpr int kRunscStdoutFd = 4;
 inline constexpr int kRunscStderrFd = 5;
 inline constexpr int kRunscLogFd = 6;
+// The launcher's report and go-ahead pipes (launch_report.h), container fds 3 and 4.
+inline constexpr int kRunscReportFd = 7;
+inline constexpr int kRunscGoFd = 8;
 
 struct RunscRun {
   std::string runsc_path;
@@ -25,6 +28,7 @@ struct RunscRun {
   std::string platform;   // systrap | ptrace
   bool network = false;   // --network=host inside the run's own namespace, else --network=none
   LoggedSyscalls logged;  // syscalls the plan counts (kLog rules)
+  bool launcher = false;  // pass the launcher's pipes (kRunscReportFd, kRunscGoFd)
 };
 
 std::vector<std::string> RunscRunArgv(const RunscRun& r);

@@ -408,8 +408,20 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   // 6-7. QEMU and the session with the guest agent, to the end of the output stream.
   const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
   const auto t_launch = std::chrono::steady_clock::now();
-  Result<microvm::LaunchResult> launched = microvm::LaunchAndRun(
-      microvm::BuildLaunchSpec(o, req, li, v), microvm::BuildSessionConfig(plan, req, o, spec, v));
+  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
+  // 6b. The workload's own report before its exec, compared with the plan: kGo only if it holds.
+  const drivers::ReportExpectations expect = microvm::GuestReportExpectations(plan);
+  sc.on_evidence = [&plan, &expect, &evidence](std::string_view bytes) {
+    Result<SandboxReport> report = ParseSandboxReport(bytes);
+    if (!report.ok()) {
+      evidence.Compare("guest.report", "a report", "", "guest: " + report.status().message());
+      return false;
+    }
+    AddSandboxReportEvidence(plan, expect, *report, &evidence);
+    return !evidence.Differs();
+  };
+  Result<microvm::LaunchResult> launched =
+      microvm::LaunchAndRun(microvm::BuildLaunchSpec(o, req, li, v), sc);
   const auto t_session_end = std::chrono::steady_clock::now();
   // QEMU is gone: its memory and tasks can be released, the tap's last user is gone.
   uint64_t vmm_oom = 0;
@@ -417,6 +429,16 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   const Status cg_teardown = v.cg->Destroy();
   if (!launched.ok()) return launched.status().With("microvm: starting QEMU");
   v.tap.Reset();
+  if (launched->session.refused_by_evidence) {
+    // The workload's report differed from the plan: it never exec'd.
+    RunResult r;
+    r.backend_mode = mode;
+    r.refused_by_enforcement = true;
+    r.backend_error = "the host does not enforce the plan: " + evidence.Differences();
+    r.enforcement = std::move(evidence);
+    r.teardown_error = TearDown(cg_teardown, v, &r.denied_egress);
+    return r;
+  }
   // 8-9. Nothing ran (a refusal or setup error with its reason), or what happened.
   SAFEX_RETURN_IF_ERROR(microvm::NothingRan(*launched, vmm_oom, accel, o));
   RunResult r = microvm::ResultOf(plan, launched->session, v.guest_mib, vmm_oom, mode);

@@ -190,8 +190,9 @@ void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version
     e->NotObserved("network", "no network namespace: QEMU is given no network device",
                    "metadata address, egress outside the granted set");
   }
-  // The plan's own limits, filter and mounts are applied by the guest agent inside the VM, in a
-  // kernel the host cannot read; the VMM cgroup above bounds the whole VM.
+  // The workload's cgroup and the filter's program live in the guest's kernel; its identity,
+  // capabilities, seccomp mode, rlimits and mounts come from the workload's own report before
+  // its exec (GuestReportExpectations, the session's kEvidence).
   const std::string inside =
       "applied by the guest agent inside the VM (its kernel is not the "
       "host's, so the host cannot read it back)";
@@ -199,9 +200,26 @@ void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version
                  inside + "; memory " + std::to_string(plan.limits.memory_bytes) + " bytes, pids " +
                      std::to_string(plan.limits.pids),
                  "allocation above the memory limit, fork past the pids limit");
-  e->NotObserved("seccomp", inside, "the first errno and kill syscall rules");
-  e->NotObserved("rlimits", inside, "processes past the limit");
-  e->NotObserved("mounts", inside, "read-only root, unmounted host path");
+  e->NotObserved("seccomp.filter", inside, "the first errno and kill syscall rules");
+}
+
+drivers::ReportExpectations GuestReportExpectations(const plan::Plan& plan) {
+  drivers::ReportExpectations x;
+  // guest/guest_root.h: the root remounted read-only, a minimal /dev (read-only) with its
+  // /dev/shm, /sys read-only; the workload's own /proc (nosuid, nodev, noexec).
+  x.infrastructure_mounts = {
+      drivers::MountLine("/", true, false), drivers::MountLine("/dev", true, true),
+      drivers::MountLine("/dev/shm", false, true), drivers::MountLine("/proc", false, true),
+      drivers::MountLine("/sys", true, true)};
+  x.filtered = true;  // the agent always installs the plan's filter (guest/seccomp_filter.h)
+  // What guest/workload.cc sets: RLIMIT_NPROC one above the pids limit (the cgroup's is the one
+  // that bites and is counted); RLIMIT_CPU is the agent's backstop, not compared.
+  x.rlimits = {{"Max core file size", 0},
+               {"Max file size", plan.limits.disk_bytes},
+               {"Max open files", plan.limits.open_files},
+               {"Max processes", plan.limits.pids + 1}};
+  x.source = "the workload inside the VM, before its exec (guest agent)";
+  return x;
 }
 
 LaunchSpec BuildLaunchSpec(const drivers::MicrovmOptions& o, const drivers::RunRequest& req,

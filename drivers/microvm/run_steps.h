@@ -16,6 +16,7 @@
 #include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/driver.h"
+#include "drivers/enforcement.h"
 #include "drivers/microvm/guest_spec.h"
 #include "drivers/microvm/guest_spec_builder.h"
 #include "drivers/microvm/microvm_driver.h"
@@ -25,6 +26,7 @@
 #include "drivers/microvm/vm_launcher.h"
 #include "drivers/microvm/vm_session.h"
 #include "drivers/net/run_network.h"
+#include "drivers/sandbox_report.h"
 #include "plan/plan.h"
 
 namespace safex::microvm {
@@ -89,6 +91,10 @@ Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
 //     the probe that tests it.
 void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version, const VmRun& v,
                          drivers::Enforcement* e);
+
+// What the guest agent sets up for the workload besides the plan's mounts (its root, /proc, /dev)
+// and the rlimits it applies, for comparing the workload's own report (drivers/sandbox_report.h).
+drivers::ReportExpectations GuestReportExpectations(const plan::Plan& plan);
 
 // How QEMU and the session with the guest are set up (pure from what the steps made).
 struct LaunchInputs {

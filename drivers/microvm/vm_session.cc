@@ -41,6 +41,8 @@ size_t MaxPayload(FrameType t) {
       return 0;
     case FrameType::kOutputsDone:
       return 8;
+    case FrameType::kEvidence:
+      return kMaxDataFrame;
     default:
       return 0;
   }
@@ -273,9 +275,21 @@ class Session {
     Flush(ctl_);  // now, not at the next poll: the guest is waiting for it
   }
 
-  // kStarted: the program runs; the wall-time deadline starts now.
+  // kEvidence, answered (kGo, or the end of the session: nothing ran), then kStarted: the
+  // program runs; the wall-time deadline starts now.
   void WhileSettingUp(const Frame& f) {
-    if (f.type != FrameType::kStarted) return Unexpected(f);
+    if (f.type == FrameType::kEvidence && !evidence_seen_) {
+      evidence_seen_ = true;
+      if (c_.on_evidence && !c_.on_evidence(f.payload)) {
+        r_.refused_by_evidence = true;
+        r_.phase = Phase::kDone;
+        return;
+      }
+      QueueFrame(FrameType::kGo, "");
+      Flush(ctl_);
+      return;
+    }
+    if (f.type != FrameType::kStarted || !evidence_seen_) return Unexpected(f);
     r_.t_started = Since();
     r_.phase = Phase::kRunning;
     deadline_ = Clock::now() + c_.wall_timeout;
@@ -351,6 +365,7 @@ class Session {
   Clock::time_point deadline_;
   FrameReader reader_;
   SessionResult r_;
+  bool evidence_seen_ = false;  // kStarted is accepted only after kEvidence was answered
   std::string out_;
   size_t out_pos_ = 0;
   std::string console_;

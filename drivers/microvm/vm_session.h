@@ -3,7 +3,7 @@
 // One poll loop over the channel socket, the console socket, QEMU's stderr and its pidfd, with a
 // deadline per phase:
 //   booting   until kHello             boot_timeout from the start
-//   setup     until kStarted           the same boot deadline
+//   setup     until kStarted           the same boot deadline (kEvidence first, answered kGo)
 //   running   until kExit              wall_time from kStarted (the program's own wall clock)
 //   outputs   until kOutputsDone       collect_timeout from kExit
 // and, in every phase, the caller's cancel token (checked at least every cancel_poll).
@@ -45,6 +45,10 @@ struct SessionConfig {
   std::chrono::milliseconds cancel_poll{20};
   // Called once when the guest reports kStarted (the program runs), on the session's thread.
   std::function<void()> on_started;
+  // Called with the workload's sandbox report (kEvidence, before its exec; drivers/
+  // sandbox_report.h): true sends kGo, false ends the session with refused_by_evidence (nothing
+  // ran). Null: kGo always.
+  std::function<bool(std::string_view report)> on_evidence;
 };
 
 struct SessionResult {
@@ -54,7 +58,8 @@ struct SessionResult {
   bool cancelled = false;         // ended through SessionConfig::cancel
   std::string violation;          // the guest broke the protocol (non-empty => VM to be killed)
   std::optional<Hello> hello;
-  std::string guest_setup_error;  // kSetupError: nothing ran
+  std::string guest_setup_error;     // kSetupError: nothing ran
+  bool refused_by_evidence = false;  // on_evidence said no: the program never started
   std::optional<ExitReport> exit;
   bool outputs_complete = false;  // kOutputsDone arrived
   uint64_t outputs_skipped = 0;

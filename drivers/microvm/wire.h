@@ -20,7 +20,7 @@ namespace safex::microvm {
 
 // Bumped whenever a message changes shape; the agent reports its version in kHello and the host
 // refuses a mismatch (an initramfs built from other sources).
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: kEvidence and kGo
 
 // The virtio-serial port name the host creates and the guest looks for.
 inline constexpr const char* kPortName = "safex.0";
@@ -37,10 +37,12 @@ enum class FrameType : uint32_t {
   kFileData = 8,      // bytes of the current regular file
   kFileEnd = 9,       // empty
   kOutputsDone = 10,  // u64 entries skipped (special files, over the caps)
+  kEvidence = 11,     // the workload's sandbox report just before its exec (sandbox_report.h)
   // host -> guest
   kSpec = 100,       // GuestSpec (guest_spec.h)
   kStdinData = 101,  // bytes
   kStdinEnd = 102,   // empty
+  kGo = 103,         // empty: the evidence holds, the program may start (else the VM is killed)
 };
 
 inline constexpr size_t kFrameHeaderSize = 8;

@@ -132,10 +132,54 @@ TEST_F(GvisorTest, EachRunStartsFromAFreshFilesystem) {
   RunResult r = MustRun(
       p, {"/bin/sh", "-c", "ls -A /tmp; test -e /tmp/marker && echo present || echo absent"});
   EXPECT_EQ(r.stdout_stream.data, "absent\n");
-  // The root holds only mount points and a generated /etc; nothing of the host's /etc.
+  // The root holds only mount points (the launcher's among them) and a generated /etc; nothing
+  // of the host's /etc.
   r = MustRun(p, {"/bin/sh", "-c", "ls -A / | tr '\\n' ' '; echo; ls -A /etc | tr '\\n' ' '"});
   EXPECT_EQ(r.stdout_stream.data,
-            "bin dev etc lib lib64 proc sys tmp usr \ngroup hosts nsswitch.conf passwd ");
+            ".safex-launch bin dev etc lib lib64 proc sys tmp usr \ngroup hosts nsswitch.conf "
+            "passwd ");
+}
+
+// The evidence from inside (launch_report.h): a run records what its launcher saw, and a
+// sandbox whose inside is not what the plan says never runs the program.
+TEST_F(GvisorTest, TheLaunchersReportIsEvidenceAndADifferenceRefusesTheRun) {
+  TempHostDir out;
+  plan::Plan p = BasePlan();
+  RunResult ok = MustRun(p, {"/bin/true"});
+  EXPECT_FALSE(ok.refused_by_enforcement);
+  EXPECT_EQ(ok.exit_code, 0);
+  bool identity = false;
+  for (const EnforcedField& f : ok.enforcement.fields) {
+    if (f.name != "process.identity") continue;
+    identity = true;
+    EXPECT_EQ(f.state, EnforcedField::State::kMatches);
+    EXPECT_EQ(f.observed, "uid 65534 gid 65534, no supplementary groups");
+  }
+  EXPECT_TRUE(identity);
+
+  GvisorOptions o;
+  o.launcher_dir = SAFEX_LIAR_LAUNCHER_DIR;  // reports uid 0
+  GvisorDriver liar(o);
+  ASSERT_TRUE(liar.Probe().ok());
+  plan::Mount bound = BindRo(out.path());
+  bound.target = "/data/host";
+  bound.read_only = false;
+  p.mounts.push_back(bound);
+  // The same run with the real launcher writes its marker: its absence below means something.
+  RunResult control = MustRun(p, {"/bin/sh", "-c", "echo ran > /data/host/control"});
+  EXPECT_EQ(control.exit_code, 0) << control.stderr_stream.data;
+  EXPECT_EQ(access((out.path() + "/control").c_str(), F_OK), 0);
+  RunRequest req;
+  req.run_id = NextRunId();
+  req.argv = {"/bin/sh", "-c", "echo ran > /data/host/marker"};
+  Result<RunResult> r = liar.Run(p, req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->refused_by_enforcement);
+  EXPECT_NE(r->backend_error.find("process.identity: the plan asks for uid 65534"),
+            std::string::npos)
+      << r->backend_error;
+  EXPECT_EQ(r->teardown_error, "");
+  EXPECT_NE(access((out.path() + "/marker").c_str(), F_OK), 0) << "the program ran";
 }
 
 TEST_F(GvisorTest, ReadOnlyMountsRefuseWrites) {

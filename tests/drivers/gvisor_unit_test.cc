@@ -13,6 +13,7 @@
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/run_dir.h"
 #include "drivers/gvisor/runsc.h"
+#include "drivers/gvisor/runsc_command.h"
 #include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
 #include "tests/drivers/test_plans.h"
@@ -105,6 +106,40 @@ TEST(OciSpecTest, MountsFollowThePlan) {
   EXPECT_EQ(mounts[8]["options"][1], "ro");
   EXPECT_EQ(mounts[9]["source"], "/run/safex/r1/out/0");
   EXPECT_EQ(mounts[9]["options"], json({"bind", "rw", "nosuid", "nodev", "noexec"}));
+}
+
+// The launcher (launch_report.h) is the container's first process: argv follows its "--"
+// verbatim, its directory is bound read-only (exec allowed) and no plan mount may shadow it.
+TEST(OciSpecTest, TheLauncherRunsFirstFromItsOwnReadOnlyMount) {
+  plan::Plan p = BasePlan();
+  OciLayout layout = LayoutFor(p);
+  layout.launcher_dir = "/usr/local/lib/safex/launch";
+  auto spec = BuildOciSpec(p, {"python3", "--", "-c"}, layout, {});
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ((*spec)["process"]["args"],
+            json({"/.safex-launch/safex-launch", "--", "python3", "--", "-c"}));
+  EXPECT_EQ((*spec)["mounts"][3], json({{"destination", "/.safex-launch"},
+                                        {"type", "bind"},
+                                        {"source", "/usr/local/lib/safex/launch"},
+                                        {"options", {"bind", "ro", "nosuid", "nodev"}}}));
+  plan::Plan shadow = p;
+  shadow.mounts.push_back(drivers::testing::Tmpfs("/.safex-launch", 1 << 20));
+  OciLayout shadow_layout = LayoutFor(shadow);
+  shadow_layout.launcher_dir = layout.launcher_dir;
+  EXPECT_EQ(BuildOciSpec(shadow, {"/bin/true"}, shadow_layout, {}).status().code(),
+            Status::Code::kInvalidArgument);
+  RunscRun r;
+  r.runsc_path = "/usr/local/bin/runsc";
+  r.state_dir = "/s";
+  r.bundle = "/b";
+  r.run_id = "id";
+  r.platform = "systrap";
+  r.launcher = true;
+  std::vector<std::string> argv = RunscRunArgv(r);
+  std::string joined;
+  for (const std::string& a : argv) joined += a + " ";
+  EXPECT_NE(joined.find("--pass-fd 5:2 --pass-fd 7:3 --pass-fd 8:4 id "), std::string::npos)
+      << joined;
 }
 
 TEST(OciSpecTest, RefusesWhatItCannotExpress) {
@@ -315,8 +350,8 @@ TEST(RootfsTest, FreshRootHasOnlyMountPointsAndAMinimalEtc) {
   std::vector<std::string> sources = {"/usr", "/lib", "/lib64", "/bin", "", "/x", "/etc/hostname"};
   ASSERT_TRUE(PrepareRootfs(root, p, sources, "").ok());
   struct stat st;
-  for (const char* d :
-       {"/proc", "/dev", "/sys", "/usr", "/lib", "/lib64", "/bin", "/tmp", "/data/out"}) {
+  for (const char* d : {"/proc", "/dev", "/sys", "/.safex-launch", "/usr", "/lib", "/lib64", "/bin",
+                        "/tmp", "/data/out"}) {
     ASSERT_EQ(lstat((root + d).c_str(), &st), 0) << d;
     EXPECT_TRUE(S_ISDIR(st.st_mode)) << d;
   }

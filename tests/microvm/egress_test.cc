@@ -143,6 +143,12 @@ TEST_F(MicrovmEgressTest, OnlyTheGrantedHostPortIsReachableFromTheGuest) {
   EXPECT_EQ(fields["cgroup.memory_bytes"]["state"], "matches");
   EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("QEMU"));
   EXPECT_FALSE(fields["guest.kernel"]["observed"].get<std::string>().empty());
+  // And what the workload itself saw just before its exec (the guest agent's kEvidence).
+  for (const char* name :
+       {"process.identity", "process.capabilities", "seccomp.mode", "rlimits", "mounts"}) {
+    EXPECT_EQ(fields[name]["state"], "matches") << name << ": " << fields[name].dump();
+    EXPECT_THAT(fields[name]["source"].get<std::string>(), HasSubstr("the workload inside the VM"));
+  }
 }
 
 // A guest that attempts nothing is counted as attempting nothing: the guest kernel's own chatter

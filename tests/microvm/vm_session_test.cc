@@ -56,6 +56,12 @@ struct FakeVm {
   void Hello(uint32_t version = kProtocolVersion) {
     Send(FrameType::kHello, EncodeHello({version, "6.1.0-test", 1000, 2000}));
   }
+  // The workload's report before its exec, then its start (the host's kGo is not awaited: the
+  // socket holds it).
+  void Started() {
+    Send(FrameType::kEvidence, "SAFEX-LAUNCH 1\n...");
+    Send(FrameType::kStarted, "");
+  }
   void Exit(int code) {
     ExitReport e;
     e.exit_code = code;
@@ -118,7 +124,7 @@ TEST(VmSessionTest, HappyPathDeliversSpecAndStdinAndCollectsEverything) {
         done = done || f->type == FrameType::kStdinEnd;
       }
     }
-    vm.Send(FrameType::kStarted, "");
+    vm.Started();
     vm.Send(FrameType::kStdout, "hello");
     vm.Send(FrameType::kStderr, "warn");
     vm.Exit(3);
@@ -152,6 +158,52 @@ TEST(VmSessionTest, HappyPathDeliversSpecAndStdinAndCollectsEverything) {
   EXPECT_EQ(got.back().type, FrameType::kStdinEnd);
 }
 
+TEST(VmSessionTest, TheEvidenceIsAnsweredBeforeTheProgramMayStart) {
+  {
+    FakeVm vm;
+    vm.Hello();
+    vm.Send(FrameType::kEvidence, "report");
+    vm.Send(FrameType::kStarted, "");
+    vm.Exit(0);
+    vm.Done();
+    SessionConfig c = Config();
+    std::string seen;
+    c.on_evidence = [&seen](std::string_view r) {
+      seen = std::string(r);
+      return true;
+    };
+    SessionResult r = vm.Run(c);
+    EXPECT_TRUE(r.violation.empty()) << r.violation;
+    EXPECT_EQ(seen, "report");
+    EXPECT_FALSE(r.refused_by_evidence);
+    bool go = false;
+    for (const Frame& f : vm.Received()) go = go || f.type == FrameType::kGo;
+    EXPECT_TRUE(go);
+  }
+  {
+    // Refused: the session ends at once, nothing is answered, kStarted is never accepted.
+    FakeVm vm;
+    vm.Hello();
+    vm.Send(FrameType::kEvidence, "report");
+    vm.Send(FrameType::kStarted, "");
+    SessionConfig c = Config();
+    c.on_evidence = [](std::string_view) { return false; };
+    SessionResult r = vm.Run(c);
+    EXPECT_TRUE(r.refused_by_evidence);
+    EXPECT_EQ(r.phase, Phase::kDone);
+    EXPECT_EQ(r.t_started.count(), 0);
+    for (const Frame& f : vm.Received()) EXPECT_NE(f.type, FrameType::kGo);
+  }
+  {
+    // A guest that skips its report is not believed to have started anything.
+    FakeVm vm;
+    vm.Hello();
+    vm.Send(FrameType::kStarted, "");
+    SessionResult r = vm.Run(Config());
+    EXPECT_NE(r.violation.find("unexpected frame type 3"), std::string::npos) << r.violation;
+  }
+}
+
 TEST(VmSessionTest, ProbeBootStopsAtHello) {
   FakeVm vm;
   vm.Hello();
@@ -177,7 +229,7 @@ TEST(VmSessionTest, NoHelloMeansABootTimeout) {
 TEST(VmSessionTest, WallTimeStartsAtStartedAndEndsTheRun) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kStdout, "partial");
   SessionConfig c = Config();
   c.wall_timeout = milliseconds(300);
@@ -193,7 +245,7 @@ TEST(VmSessionTest, WallTimeStartsAtStartedAndEndsTheRun) {
 TEST(VmSessionTest, CancelTokenEndsARunningSessionPromptly) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kStdout, "partial");
   std::atomic<int> cancel{0};
   int started = 0;
@@ -243,7 +295,7 @@ TEST(VmSessionTest, GuestSetupErrorBeforeStartIsReported) {
 TEST(VmSessionTest, SetupErrorAfterTheProgramStartedIsAViolation) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kSetupError, "nothing ran, honest");
   SessionResult r = vm.Run(Config());
   EXPECT_NE(r.violation.find("unexpected frame type 2 while running"), std::string::npos)
@@ -271,7 +323,7 @@ TEST(VmSessionTest, OutputBeforeStartIsAViolation) {
 TEST(VmSessionTest, OversizedFrameHeaderEndsTheSession) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.SendRaw(std::string("\x04\x00\x00\x00\x00\x00\x00\x40", 8));  // 1 GiB of stdout announced
   SessionResult r = vm.Run(Config());
   EXPECT_NE(r.violation.find("announces"), std::string::npos) << r.violation;
@@ -288,7 +340,7 @@ TEST(VmSessionTest, PerTypeSizeLimitsApply) {
 TEST(VmSessionTest, MoreOutputThanTheCapIsCutAndFlagged) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kStdout, std::string(60, 'a'));
   vm.Send(FrameType::kStderr, std::string(60, 'b'));
   vm.Exit(0);
@@ -302,7 +354,7 @@ TEST(VmSessionTest, MoreOutputThanTheCapIsCutAndFlagged) {
 TEST(VmSessionTest, OutputFilesWithoutOutputMountsAreAViolation) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Exit(0);
   FileHeader h;
   h.path = "x";
@@ -315,7 +367,7 @@ TEST(VmSessionTest, OutputFilesWithoutOutputMountsAreAViolation) {
 TEST(VmSessionTest, MalformedExitReportIsAViolation) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kExit, "short");
   SessionResult r = vm.Run(Config());
   EXPECT_EQ(r.violation, "malformed exit report");
@@ -324,7 +376,7 @@ TEST(VmSessionTest, MalformedExitReportIsAViolation) {
 TEST(VmSessionTest, QemuExitingEndsTheSessionAfterDrainingTheChannel) {
   FakeVm vm;
   vm.Hello();
-  vm.Send(FrameType::kStarted, "");
+  vm.Started();
   vm.Send(FrameType::kStdout, "last words");
   const char msg[] = "qemu: something broke\n";
   ASSERT_EQ(write(vm.err_w, msg, sizeof msg - 1), static_cast<ssize_t>(sizeof msg - 1));

@@ -399,8 +399,18 @@ TEST_F(RunCliTest, EveryRunRecordsWhatItEnforced) {
   EXPECT_EQ(fields["cgroup.pids_max"]["state"], "matches");
   EXPECT_EQ(fields["cgroup.cpu_millis"]["state"], "matches");
   EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("runsc"));
-  EXPECT_EQ(fields["seccomp"]["state"], "not-observed");
-  EXPECT_FALSE(fields["seccomp"]["probe"].get<std::string>().empty());
+  // From the launcher inside the sandbox, just before the program's exec.
+  for (const char* name :
+       {"process.identity", "process.capabilities", "seccomp.mode", "rlimits", "mounts"}) {
+    EXPECT_EQ(fields[name]["state"], "matches") << name << ": " << fields[name].dump();
+    EXPECT_THAT(fields[name]["source"].get<std::string>(),
+                HasSubstr("launcher inside the sandbox"));
+  }
+  EXPECT_EQ(fields["process.identity"]["observed"], "uid 65534 gid 65534, no supplementary groups");
+  EXPECT_EQ(fields["seccomp.mode"]["observed"], "filter");
+  EXPECT_THAT(fields["mounts"]["observed"].get<std::string>(), HasSubstr("/usr ro"));
+  EXPECT_EQ(fields["seccomp.filter"]["state"], "not-observed");
+  EXPECT_FALSE(fields["seccomp.filter"]["probe"].get<std::string>().empty());
   audit::RunDetail d = AuditOf(j["run_id"]);
   EXPECT_EQ(nlohmann::json::parse(d.run.enforcement), j["enforcement"]);
   ProcessOutput show = RunSafex(
@@ -661,8 +671,10 @@ TEST_F(RunCliTest, ADamagedAuditLogRefusesRuns) {
     f.seekg(0, std::ios::end);
     const std::streamoff size = f.tellg();
     ASSERT_GT(size, 8 * 4096);
-    f.seekp((size / 4096 / 2) * 4096 + 100);
-    std::string noise(2000, '\0');
+    // The whole page: how much of a page holds data depends on the rows' sizes (a leaf keeps
+    // its cells at its end, free space in the middle), and any byte of it is the log's.
+    f.seekp((size / 4096 / 2) * 4096);
+    std::string noise(4096, '\0');
     for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 7919) & 0xff);
     f.write(noise.data(), static_cast<std::streamsize>(noise.size()));
   }

@@ -1,0 +1,105 @@
+/* safex-launch: the first process of every gVisor run, inside the sandbox, before the program.
+ *
+ * It runs under everything the sandbox applies (the plan's uid, no capabilities, the seccomp
+ * filter, the rlimits, the mount table), so what it reads of itself is what the program gets:
+ * /proc/self/status (identity, capabilities, seccomp mode), /proc/self/limits and
+ * /proc/self/mountinfo. It sends them raw to the supervisor on fd 3 and closes it; the supervisor
+ * parses and compares them with the plan (drivers/gvisor/launch_report.h) and answers on fd 4:
+ * 'g' and the launcher closes fd 4 and execs the program in its own place (same pid, same
+ * environment, argv verbatim); anything else and it exits 125 without running anything.
+ *
+ * Usage (from the OCI spec only): safex-launch -- PROGRAM [ARG...]
+ *
+ * Report on fd 3: "SAFEX-LAUNCH 1\n", then for each source "NAME LENGTH\n" and LENGTH bytes,
+ * then "end\n". Static, no allocation beyond the stack, few syscalls (openat, read, write, close,
+ * execve): every one is also what any program needs to start, so a plan's filter that denies one
+ * denies the program too. Exit 127/126 when the program cannot be executed, as a shell would. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { kReportFd = 3, kGoFd = 4, kMaxSource = 64 * 1024 };
+
+static char buf[kMaxSource];
+
+static int write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void say(const char* a, const char* b, const char* c) {
+  char line[512];
+  int n = snprintf(line, sizeof line, "safex: %s%s%s\n", a, b, c);
+  if (n > 0) write_all(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* One source: "NAME LENGTH\n" and its bytes (at most kMaxSource; an unreadable one is sent
+ * as length 0, which the supervisor takes as "not shown"). */
+static int send_source(const char* name, const char* path) {
+  size_t len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    for (;;) {
+      ssize_t r = read(fd, buf + len, sizeof buf - len);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      len += (size_t)r;
+      if (len == sizeof buf) break;
+    }
+    close(fd);
+  }
+  char head[64];
+  int n = snprintf(head, sizeof head, "%s %zu\n", name, len);
+  if (n <= 0 || write_all(kReportFd, head, (size_t)n) != 0) return -1;
+  return write_all(kReportFd, buf, len);
+}
+
+#ifdef SAFEX_LAUNCH_TEST_LIAR
+/* Test build only (tests/drivers: a sandbox whose inside differs from the plan): claims to run
+ * as root, so the supervisor must refuse to let the program start. */
+static int send_status(void) {
+  static const char kFake[] = "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\nSeccomp:\t2\n";
+  char head[64];
+  int n = snprintf(head, sizeof head, "status %zu\n", sizeof kFake - 1);
+  if (n <= 0 || write_all(kReportFd, head, (size_t)n) != 0) return -1;
+  return write_all(kReportFd, kFake, sizeof kFake - 1);
+}
+#else
+static int send_status(void) { return send_source("status", "/proc/self/status"); }
+#endif
+
+int main(int argc, char** argv) {
+  if (argc < 3 || strcmp(argv[1], "--") != 0) {
+    say("safex-launch: usage: safex-launch -- PROGRAM [ARG...]", "", "");
+    return 125;
+  }
+  static const char kHeader[] = "SAFEX-LAUNCH 1\n";
+  if (write_all(kReportFd, kHeader, sizeof kHeader - 1) != 0 ||
+      send_status() != 0 ||
+      send_source("limits", "/proc/self/limits") != 0 ||
+      send_source("mountinfo", "/proc/self/mountinfo") != 0 ||
+      write_all(kReportFd, "end\n", 4) != 0) {
+    return 125; /* no report, no program */
+  }
+  close(kReportFd);
+  char go = 0;
+  ssize_t r;
+  do {
+    r = read(kGoFd, &go, 1);
+  } while (r < 0 && errno == EINTR);
+  close(kGoFd);
+  if (r != 1 || go != 'g') return 125; /* the supervisor refused the run */
+  execvp(argv[2], argv + 2);
+  const int err = errno;
+  say(argv[2], ": ", strerror(err));
+  return err == ENOENT || err == ENOTDIR ? 127 : 126;
+}
