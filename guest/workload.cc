@@ -140,17 +140,6 @@ struct ChildPlan {
   _exit(127);
 }
 
-bool WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 // One source of the sandbox report: "NAME LENGTH\n" and at most 16 KiB of the file (the whole
 // report stays within one data frame). No allocation: the child has only its copy of the stack.
 bool SendSource(int fd, const char* name, const char* path) {

@@ -190,6 +190,16 @@ Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req)
   return Status::Ok();
 }
 
+// The evidence differed from the plan (or never came): nothing of the program ran; what was set
+// up goes now, and the run ends refused with the difference named.
+RunResult GvisorDriver::RefusedByEvidence(RunResult result, gvisor::RunState& s) const {
+  result.refused_by_enforcement = true;
+  result.backend_error = "the host does not enforce the plan: " + result.enforcement.Differences();
+  s.Teardown(options_.kill_grace);
+  result.teardown_error = s.errors;
+  return result;
+}
+
 // The script of one run: each step in the order it must happen, with why (run_steps.h has the
 // steps; RunState's destructor tears down whatever exists on every way out).
 Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& req) {
@@ -224,12 +234,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   //     plan refuses the run rather than run it under something else.
   gvisor::ReadBackEnforcement(c, ready.runsc_version, s, &result.enforcement);
   if (result.enforcement.Differs()) {
-    result.refused_by_enforcement = true;
-    result.backend_error =
-        "the host does not enforce the plan: " + result.enforcement.Differences();
-    s.Teardown(options_.kill_grace);
-    result.teardown_error = s.errors;
-    return result;
+    return RefusedByEvidence(std::move(result), s);
   }
   // 5-6. The bundle, then runsc with the program's stdio.
   SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, ready.launcher_dir, s));
@@ -249,12 +254,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   }
   if (launched != gvisor::LaunchOutcome::kStarted && !outcome->interrupted) {
     // The launcher exited without the go-ahead: nothing of the program ran.
-    result.refused_by_enforcement = true;
-    result.backend_error =
-        "the host does not enforce the plan: " + result.enforcement.Differences();
-    s.Teardown(options_.kill_grace);
-    result.teardown_error = s.errors;
-    return result;
+    return RefusedByEvidence(std::move(result), s);
   }
   result.exit_code = outcome->exit_code;
   result.term_signal = outcome->term_signal;

@@ -34,6 +34,10 @@
 
 namespace safex::drivers {
 
+namespace gvisor {
+struct RunState;
+}
+
 struct GvisorOptions {
   // Defaults: the host config's (plan/backend_settings.h), so each default is written once.
   std::string runsc_path = plan::GvisorBackendSettings().runsc;
@@ -109,6 +113,7 @@ class GvisorDriver : public Driver {
   };
   Result<Ready> EnsureReady();
   Status CleanRunDir(const Ready& ready, const std::string& name, const std::string& dir);
+  RunResult RefusedByEvidence(RunResult result, gvisor::RunState& s) const;
 
   GvisorOptions options_;
   mutable std::mutex mu_;

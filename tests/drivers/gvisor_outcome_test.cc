@@ -50,6 +50,11 @@ TEST(RunscCommandTest, GoldenRunCommandLine) {
                           "--strace-syscalls=clone,clone3,fork,vfork,openat", "run", "--bundle",
                           "/run/safex/r1/bundle", "--pass-fd", "3:0", "--pass-fd", "4:1",
                           "--pass-fd", "5:2", "r1"));
+  // The launcher's report and go-ahead pipes (launch_report.h) are container fds 3 and 4.
+  r.launcher = true;
+  std::vector<std::string> launched = RunscRunArgv(r);
+  EXPECT_THAT(std::vector<std::string>(launched.end() - 5, launched.end()),
+              ElementsAre("--pass-fd", "7:3", "--pass-fd", "8:4", "r1"));
   r.network = true;
   r.logged.all = true;
   std::vector<std::string> with_net = RunscRunArgv(r);
