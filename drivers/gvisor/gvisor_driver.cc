@@ -232,7 +232,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(std::string hosts, gvisor::CreateNetwork(c, s));
   // 4b. The evidence, before anything of the program exists: a host that does not enforce the
   //     plan refuses the run rather than run it under something else.
-  gvisor::ReadBackEnforcement(c, ready.runsc_version, s, &result.enforcement);
+  gvisor::ReadBackEnforcement(ready.runsc_version, s, &result.enforcement);
   if (result.enforcement.Differs()) {
     return RefusedByEvidence(std::move(result), s);
   }
@@ -241,7 +241,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(gvisor::RunIo io, gvisor::StartRunsc(c, s));
   // 6b. The launcher's report from inside, before the program: the go-ahead only if it holds.
   const gvisor::LaunchOutcome launched =
-      gvisor::AwaitLauncher(c, filter.has_value(), io, &result.enforcement);
+      gvisor::AwaitLauncher(c, filter.has_value(), io, s, &result.enforcement);
   // 7. Supervision until every process of the run is gone.
   gvisor::Observation seen = gvisor::Supervise(c, io, s, &result);
   // 8. What happened: the counters (after the end, so they are final), then the classifier.

@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "common/owner_lock.h"
+#include "common/unique_fd.h"
 #include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/runsc_command.h"
@@ -147,8 +149,7 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   return Status::Ok();
 }
 
-void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, RunState& s,
-                         Enforcement* e) {
+void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e) {
   e->Observed("runtime", "runsc " + runsc_version, "runtime: runsc --version");
   cgroup::CompareLimits(s.cg_limits, s.cg, e);
   if (s.net) {
@@ -157,17 +158,46 @@ void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, 
     e->NotObserved("network", "no network namespace: runsc --network=none gives the sandbox none",
                    "metadata address, egress outside the granted set");
   }
-  // What lives inside the Sentry, which the host cannot read: said so, with the probe that tests
-  // each claim instead.
-  e->NotObserved("platform",
-                 "runsc is started with --platform=" + c.plan.gvisor.platform +
-                     "; the Sentry does not report the platform it runs on to the host",
-                 "");
-  // The process's identity, capabilities, seccomp mode, rlimits and mount table come from the
-  // launcher inside the sandbox (AwaitLauncher), once runsc has started it.
+
+  // The platform, and the process's identity, capabilities, seccomp mode, rlimits and mount table,
+  // come once runsc has started the sandbox (AwaitLauncher).
 }
 
-LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, Enforcement* e) {
+namespace {
+
+// The --platform the Sentry runs with, from the host kernel: runsc re-executes itself as the
+// sandbox ("runsc-sandbox ... --platform=P ... boot ..."), which is in the run's cgroup. Read
+// while the launcher waits: no code of the request has run, and it could not reach the Sentry's
+// memory anyway. "" when no sandbox process shows one.
+std::string SentryPlatform(const cgroup::RunCgroup& cg) {
+  Result<std::vector<pid_t>> procs = cg.Procs();
+  if (!procs.ok()) return "";
+  for (pid_t pid : *procs) {
+    UniqueFd fd(open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) continue;
+    std::string cmdline;
+    char buf[4096];
+    for (ssize_t n; cmdline.size() < 64 * 1024 && (n = read(fd.get(), buf, sizeof buf)) > 0;) {
+      cmdline.append(buf, static_cast<size_t>(n));
+    }
+    std::vector<std::string> args;
+    for (size_t at = 0; at < cmdline.size();) {
+      const size_t end = std::min(cmdline.find('\0', at), cmdline.size());
+      args.push_back(cmdline.substr(at, end - at));
+      at = end + 1;
+    }
+    if (std::find(args.begin(), args.end(), "boot") == args.end()) continue;
+    for (const std::string& a : args) {
+      if (a.starts_with("--platform=")) return a.substr(11);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const RunState& s,
+                            Enforcement* e) {
   // Everything arrives within the sandbox's start; the bound is for a launcher that never
   // reports (then nothing of the program ever ran).
   const auto deadline = std::chrono::steady_clock::now() + c.options.launch_timeout;
@@ -194,6 +224,10 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, Enfor
     return LaunchOutcome::kNoReport;
   }
   AddLaunchEvidence(c.plan, filtered, *report, e);
+  const std::string platform = SentryPlatform(s.cg);
+  e->Compare("platform", c.plan.gvisor.platform, platform.empty() ? "not shown" : platform,
+             "host kernel: the command line of the sandbox process (runsc boot) in the run's "
+             "cgroup");
   if (e->Differs()) {
     io.go.write.Reset();
     return LaunchOutcome::kRefused;

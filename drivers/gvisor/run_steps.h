@@ -55,8 +55,7 @@ Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
 // What the kernel and runsc show of the run, read back once its cgroup and network exist and
 // before runsc starts the program (drivers/enforcement.h); what lives in the Sentry is marked
 // not observed, with the probe that tests it.
-void ReadBackEnforcement(const RunContext& c, const std::string& runsc_version, RunState& s,
-                         Enforcement* e);
+void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e);
 // 5. The bundle: the fresh root (mount points and a minimal /etc) and config.json.
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
                    const std::string& launcher_dir, RunState& s);
@@ -64,7 +63,9 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
 Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
 // 6b. The launcher's report, read back before the program starts (with the run's cancel flag and
 //     a deadline), added to the evidence and compared; the go-ahead only when nothing differs.
-LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, Enforcement* e);
+//     The platform comes from the host kernel meanwhile: the sandbox process's command line.
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const RunState& s,
+                            Enforcement* e);
 // 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
 //    still written is drained.

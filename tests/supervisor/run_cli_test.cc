@@ -409,6 +409,8 @@ TEST_F(RunCliTest, EveryRunRecordsWhatItEnforced) {
   EXPECT_EQ(fields["process.identity"]["observed"], "uid 65534 gid 65534, no supplementary groups");
   EXPECT_EQ(fields["seccomp.mode"]["observed"], "filter");
   EXPECT_THAT(fields["mounts"]["observed"].get<std::string>(), HasSubstr("/usr ro"));
+  EXPECT_EQ(fields["platform"]["state"], "matches") << fields["platform"].dump();
+  EXPECT_EQ(fields["platform"]["observed"], "systrap");
   EXPECT_EQ(fields["seccomp.filter"]["state"], "not-observed");
   EXPECT_FALSE(fields["seccomp.filter"]["probe"].get<std::string>().empty());
   audit::RunDetail d = AuditOf(j["run_id"]);
