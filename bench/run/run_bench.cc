@@ -6,10 +6,12 @@
 // audit log (a real file, synchronous=FULL), record start, make the sandbox (private dir, cgroups,
 // bundle), run, validate the output, tear down, record end.
 //
-//   sudo build/bench/run/run_bench [runs-per-case [BASELINE]]      (default 20)
+//   sudo build/bench/run/run_bench [runs-per-case [BASELINE [POLICY]]]      (default 20)
 //
 // BASELINE: another build's `safex` binary (e.g. the last release), run interleaved with this
 // one against its own audit log, so "no slowdown" is a ratio measured under the same load.
+// POLICY (default policies/examples/python-untrusted.policy): one both binaries can compile, e.g.
+// the release's own copy of the examples when the language has grown since.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,7 +35,7 @@ namespace {
 using namespace safex;
 using Clock = std::chrono::steady_clock;
 
-const std::string kPolicy =
+std::string kPolicy =
     std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/python-untrusted.policy";
 
 std::string AuditDir() { return "/var/tmp/safex-run-bench-" + std::to_string(getpid()); }
@@ -55,6 +57,7 @@ Result<double> SafexRun(const std::vector<std::string>& program,
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
   const std::string baseline = argc > 2 ? argv[2] : "";
+  if (argc > 3) kPolicy = argv[3];
   mkdir(AuditDir().c_str(), 0700);
 
   compiler::CompileOptions co;
