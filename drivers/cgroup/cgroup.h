@@ -143,6 +143,10 @@ class RunCgroup {
   // The limits the kernel enforces on this cgroup, read back now (cgroup_readback.cc). An
   // unreadable or unparsable control file is an error: it cannot be shown to hold.
   Result<EffectiveLimits> ReadEffectiveLimits() const;
+  // The command line of each process in the cgroup, from the host kernel's /proc/PID/cmdline
+  // (at most 64 KiB each; a process that went away meanwhile is skipped): what the runtime was
+  // really started with (gVisor's sandbox process, QEMU), for the run's evidence.
+  std::vector<std::vector<std::string>> MemberCommandLines() const;
 
   // SIGKILLs every process in the cgroup (v2 cgroup.kill when the kernel has it).
   Status KillAll();

@@ -2,8 +2,13 @@
 // "Evidence"). The limits are read from the kernel's control files after they were written, on
 // the run's cgroup and on each ancestor up to the hierarchy's root, because an ancestor's
 // stricter limit is what the kernel applies (the host config's delegated cgroup is one).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 
+#include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/enforcement.h"
 
@@ -106,6 +111,29 @@ Status RunCgroup::ReadCpuQuota(EffectiveLimits* e) const {
     Stricter(*quota * 1000 / *period, quota_path, &e->cpu_millis, &e->cpu_source);
   }
   return Status::Ok();
+}
+
+std::vector<std::vector<std::string>> RunCgroup::MemberCommandLines() const {
+  std::vector<std::vector<std::string>> out;
+  Result<std::vector<pid_t>> procs = Procs();
+  if (!procs.ok()) return out;
+  for (pid_t pid : *procs) {
+    UniqueFd fd(open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) continue;
+    std::string cmdline;
+    char buf[4096];
+    for (ssize_t n; cmdline.size() < 64 * 1024 && (n = read(fd.get(), buf, sizeof buf)) > 0;) {
+      cmdline.append(buf, static_cast<size_t>(n));
+    }
+    std::vector<std::string> args;
+    for (size_t at = 0; at < cmdline.size();) {
+      const size_t end = std::min(cmdline.find('\0', at), cmdline.size());
+      args.push_back(cmdline.substr(at, end - at));
+      at = end + 1;
+    }
+    if (!args.empty()) out.push_back(std::move(args));
+  }
+  return out;
 }
 
 void CompareLimits(const Limits& intended, const RunCgroup& cg, Enforcement* e) {

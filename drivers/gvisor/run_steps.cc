@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "common/owner_lock.h"
-#include "common/unique_fd.h"
 #include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/rootfs.h"
 #include "drivers/gvisor/runsc_command.h"
@@ -170,22 +169,7 @@ namespace {
 // while the launcher waits: no code of the request has run, and it could not reach the Sentry's
 // memory anyway. "" when no sandbox process shows one.
 std::string SentryPlatform(const cgroup::RunCgroup& cg) {
-  Result<std::vector<pid_t>> procs = cg.Procs();
-  if (!procs.ok()) return "";
-  for (pid_t pid : *procs) {
-    UniqueFd fd(open(("/proc/" + std::to_string(pid) + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd) continue;
-    std::string cmdline;
-    char buf[4096];
-    for (ssize_t n; cmdline.size() < 64 * 1024 && (n = read(fd.get(), buf, sizeof buf)) > 0;) {
-      cmdline.append(buf, static_cast<size_t>(n));
-    }
-    std::vector<std::string> args;
-    for (size_t at = 0; at < cmdline.size();) {
-      const size_t end = std::min(cmdline.find('\0', at), cmdline.size());
-      args.push_back(cmdline.substr(at, end - at));
-      at = end + 1;
-    }
+  for (const std::vector<std::string>& args : cg.MemberCommandLines()) {
     if (std::find(args.begin(), args.end(), "boot") == args.end()) continue;
     for (const std::string& a : args) {
       if (a.starts_with("--platform=")) return a.substr(11);

@@ -411,13 +411,15 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
   // 6b. The workload's own report before its exec, compared with the plan: kGo only if it holds.
   const drivers::ReportExpectations expect = microvm::GuestReportExpectations(plan);
-  sc.on_evidence = [&plan, &expect, &evidence](std::string_view bytes) {
+  sc.on_evidence = [&plan, &expect, &evidence, &v, accel](std::string_view bytes) {
     Result<SandboxReport> report = ParseSandboxReport(bytes);
     if (!report.ok()) {
       evidence.Compare("guest.report", "a report", "", "guest: " + report.status().message());
       return false;
     }
     AddSandboxReportEvidence(plan, expect, *report, &evidence);
+    evidence.Compare("accelerator", microvm::AccelName(accel), microvm::QemuAccel(*v.cg),
+                     "host kernel: the command line of QEMU in the VMM's cgroup");
     return !evidence.Differs();
   };
   Result<microvm::LaunchResult> launched =

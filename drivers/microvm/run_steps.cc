@@ -222,6 +222,15 @@ drivers::ReportExpectations GuestReportExpectations(const plan::Plan& plan) {
   return x;
 }
 
+std::string QemuAccel(const drivers::cgroup::RunCgroup& cg) {
+  for (const std::vector<std::string>& args : cg.MemberCommandLines()) {
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i] == "-accel") return args[i + 1].substr(0, args[i + 1].find(','));
+    }
+  }
+  return "not shown";
+}
+
 LaunchSpec BuildLaunchSpec(const drivers::MicrovmOptions& o, const drivers::RunRequest& req,
                            const LaunchInputs& li, VmRun& v) {
   LaunchSpec ls;

@@ -95,6 +95,9 @@ void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version
 // What the guest agent sets up for the workload besides the plan's mounts (its root, /proc, /dev)
 // and the rlimits it applies, for comparing the workload's own report (drivers/sandbox_report.h).
 drivers::ReportExpectations GuestReportExpectations(const plan::Plan& plan);
+// The accelerator QEMU really runs with ("kvm", "tcg"), from the host kernel: its -accel argument
+// in the VMM's cgroup, read while the guest waits for kGo. "not shown" when none is found.
+std::string QemuAccel(const drivers::cgroup::RunCgroup& cg);
 
 // How QEMU and the session with the guest are set up (pure from what the steps made).
 struct LaunchInputs {

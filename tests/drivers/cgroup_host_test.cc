@@ -1,14 +1,13 @@
 // drivers/cgroup on this host's real cgroups (v1 here, v2 on modern hosts): creation under our
 // own subtree with limits, accounting of a real process, OOM counting, kill-and-remove. Root.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
@@ -28,7 +27,9 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-std::string TestName(const char* what) { return std::string("t-") + what + "-" + std::to_string(getpid()); }
+std::string TestName(const char* what) {
+  return std::string("t-") + what + "-" + std::to_string(getpid());
+}
 
 // Moves `pid` into every directory of the cgroup.
 void Enter(const RunCgroup& cg, pid_t pid) {
@@ -75,13 +76,16 @@ TEST_F(CgroupHostTest, LimitsAccountingAndRemoval) {
     EXPECT_EQ(ReadAll("/sys/fs/cgroup/pids/safex/" + name + "/pids.max"), "50\n");
     EXPECT_EQ(ReadAll("/sys/fs/cgroup/cpu/safex/" + name + "/cpu.cfs_quota_us"), "100000\n");
   } else {
-    EXPECT_EQ(ReadAll("/sys/fs/cgroup/safex/" + name + "/memory.max"), std::to_string(64 << 20) + "\n");
+    EXPECT_EQ(ReadAll("/sys/fs/cgroup/safex/" + name + "/memory.max"),
+              std::to_string(64 << 20) + "\n");
   }
 
   // A real process spinning in it: CPU is accounted; Destroy kills it.
   SpawnOptions so;
+  // b'x' * n writes every page (bytearray(n) is calloc'ed: untouched zero pages are never
+  // charged, and the peak then depended on the interpreter's own pages).
   so.argv = {"/usr/bin/python3", "-c",
-             "import time\ntime.sleep(0.3)\nb = bytearray(16 << 20)\nwhile True: pass"};
+             "import time\ntime.sleep(0.3)\nb = b'x' * (16 << 20)\nwhile True: pass"};
   auto child = Subprocess::Spawn(so);
   ASSERT_TRUE(child.ok());
   Enter(*rc, child->pid());

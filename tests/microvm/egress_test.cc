@@ -24,6 +24,7 @@ namespace {
 
 using safex::testing::net::Servers;
 using safex::testing::net::World;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr char kProbe[] = R"(import json, socket
@@ -143,6 +144,8 @@ TEST_F(MicrovmEgressTest, OnlyTheGrantedHostPortIsReachableFromTheGuest) {
   EXPECT_EQ(fields["cgroup.memory_bytes"]["state"], "matches");
   EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("QEMU"));
   EXPECT_FALSE(fields["guest.kernel"]["observed"].get<std::string>().empty());
+  EXPECT_EQ(fields["accelerator"]["state"], "matches") << fields["accelerator"].dump();
+  EXPECT_THAT(fields["accelerator"]["observed"].get<std::string>(), AnyOf("kvm", "tcg"));
   // And what the workload itself saw just before its exec (the guest agent's kEvidence).
   for (const char* name :
        {"process.identity", "process.capabilities", "seccomp.mode", "rlimits", "mounts"}) {
