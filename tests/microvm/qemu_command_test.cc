@@ -47,7 +47,7 @@ TEST(QemuCommandTest, TcgRunHasOnlyWhatItNeeds) {
   EXPECT_EQ(argv[0], "/usr/bin/qemu-system-x86_64");
   EXPECT_EQ(After(argv, "-M"), "microvm,x-option-roms=off");
   EXPECT_EQ(After(argv, "-accel"), "tcg,tb-size=64");
-  EXPECT_EQ(After(argv, "-cpu"), "max");
+  EXPECT_EQ(After(argv, "-cpu"), "max,-erms");
   EXPECT_EQ(After(argv, "-m"), "288M");
   EXPECT_EQ(After(argv, "-smp"), "2");
   EXPECT_TRUE(Has(argv, "-nodefaults"));
