@@ -21,6 +21,9 @@ inline constexpr PersistentEntry kStateRootPersistent[] = {
     {"private", true, "0700 parent of per-run input snapshots (supervisor/private_dir.h)"},
     {"serve.lock", false, "the daemon's instance lock (one safex serve per state dir)"},
     {"net", false, "the host's address leases, one file per /30 (drivers/net/address_pool.h)"},
+    {"native", true, "0700 parent of the native backend's per-run directories"},
+    {"native-ids", false,
+     "the native backend's host id leases, one file per id (drivers/native/id_lease.h)"},
 };
 
 inline bool IsPersistentEntry(std::string_view name) {

@@ -96,6 +96,10 @@ class Subprocess {
   // Starts the program. Returns an error (with the failing step and errno) if the child could not
   // be set up or execve failed; the child is reaped in that case.
   static Result<Subprocess> Spawn(const SpawnOptions& options);
+  // Takes ownership of a child the caller cloned itself (with CLONE_PIDFD and exit signal
+  // SIGCHLD): the native backend's sandbox, whose child side does more than Spawn's (namespaces,
+  // mounts, a user namespace; drivers/native/sandbox_child.h). Killed and reaped as any other.
+  static Subprocess Adopt(pid_t pid, UniqueFd pidfd) { return Subprocess(pid, std::move(pidfd)); }
 
   bool valid() const { return pidfd_.valid(); }
   pid_t pid() const { return pid_; }

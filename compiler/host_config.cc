@@ -171,7 +171,24 @@ void BackendBlocks(const Statement& s, Diags& d, plan::Ceilings& c, plan::Backen
                        }
                      });
     } else {
-      ForEachSetting(x, d, "native", {}, [](const std::string&, const dsl::Value&) {});
+      plan::NativeBackendSettings& n = b.native;
+      ForEachSetting(x, d, "native", {"first_id", "ids", "landlock"},
+                     [&](const std::string& k, const dsl::Value& v) {
+                       if (k == "landlock") {
+                         auto mode = ReadChoice(v, d, "landlock", {"auto", "require"});
+                         if (mode) n.require_landlock = *mode == "require";
+                       } else if (k == "first_id") {
+                         // Above the system and regular accounts; the range stays below 2^31.
+                         if (auto f = ReadInteger(v, d, k, 65536, 0x7fff0000)) {
+                           n.first_id = static_cast<uint32_t>(*f);
+                         }
+                       } else if (auto c = ReadInteger(v, d, k, 1, 1u << 20)) {
+                         n.ids = static_cast<uint32_t>(*c);
+                       }
+                     });
+      if (static_cast<uint64_t>(n.first_id) + n.ids > 0x7fffffffull) {
+        d.Error("E094", x.span, "native ids: first_id + ids must stay below 2147483647");
+      }
     }
   }
   if (out.empty() && d.errors() == 0) {

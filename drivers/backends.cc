@@ -5,6 +5,7 @@
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/microvm/microvm_driver.h"
+#include "drivers/native/native_driver.h"
 
 namespace safex::drivers {
 
@@ -36,8 +37,15 @@ std::unique_ptr<Backends> Backends::Create(const BackendsConfig& config) {
         drivers[b] = std::make_unique<MicrovmDriver>(std::move(m));
         break;
       }
-      case plan::Backend::kNative:
-        break;  // not in this build: Get() refuses it
+      case plan::Backend::kNative: {
+        NativeOptions n;
+        n.state_root = config.state_root;
+        n.cgroup_parent = config.cgroups.parent;
+        n.settings = config.settings.native;
+        n.network_provider = config.network_provider;
+        drivers[b] = std::make_unique<NativeDriver>(std::move(n));
+        break;
+      }
     }
   }
   return std::make_unique<Backends>(std::move(drivers));

@@ -1,96 +1,35 @@
 #include "guest/seccomp_filter.h"
 
-#include <seccomp.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+#include "drivers/seccomp_bpf.h"
 
 namespace safex::guest {
 namespace {
 
-uint32_t ToAction(microvm::GuestSyscallAction a, int32_t errno_value) {
+drivers::BpfAction ToBpf(microvm::GuestSyscallAction a) {
   switch (a) {
     case microvm::GuestSyscallAction::kAllow:
-      return SCMP_ACT_ALLOW;
+      return drivers::BpfAction::kAllow;
     case microvm::GuestSyscallAction::kErrno:
-      return SCMP_ACT_ERRNO(static_cast<uint16_t>(errno_value));
+      return drivers::BpfAction::kErrno;
     case microvm::GuestSyscallAction::kKill:
-      return SCMP_ACT_KILL_PROCESS;
+      return drivers::BpfAction::kKill;
     case microvm::GuestSyscallAction::kLog:
-      return SCMP_ACT_LOG;
+      return drivers::BpfAction::kLog;
   }
-  return SCMP_ACT_KILL_PROCESS;
+  return drivers::BpfAction::kKill;
 }
-
-bool ValidErrno(int32_t e) { return e > 0 && e < 4096; }
 
 }  // namespace
 
 std::optional<std::vector<sock_filter>> BuildSeccompProgram(const microvm::GuestSpec& spec,
                                                             std::string* error) {
-  if (spec.seccomp_default == microvm::GuestSyscallAction::kErrno &&
-      !ValidErrno(spec.seccomp_default_errno)) {
-    *error = "seccomp: bad default errno";
-    return std::nullopt;
-  }
-  uint32_t def = ToAction(spec.seccomp_default, spec.seccomp_default_errno);
-  scmp_filter_ctx ctx = seccomp_init(def);
-  if (ctx == nullptr) {
-    *error = "seccomp_init failed";
-    return std::nullopt;
-  }
-  struct CtxCloser {
-    scmp_filter_ctx c;
-    ~CtxCloser() { seccomp_release(c); }
-  } closer{ctx};
-  // The child sets no_new_privs itself, right before installing the program.
-  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
-  if (rc == 0) rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-  if (rc != 0) {
-    *error = std::string("seccomp_attr_set: ") + std::strerror(-rc);
-    return std::nullopt;
-  }
+  drivers::BpfPolicy p;
+  p.default_action = ToBpf(spec.seccomp_default);
+  p.default_errno = spec.seccomp_default_errno;
   for (const microvm::GuestSyscallRule& r : spec.seccomp_rules) {
-    if (r.action == microvm::GuestSyscallAction::kErrno && !ValidErrno(r.errno_value)) {
-      *error = "seccomp: bad errno for " + r.name;
-      return std::nullopt;
-    }
-    int nr = seccomp_syscall_resolve_name(r.name.c_str());
-    if (nr == __NR_SCMP_ERROR) {
-      *error = "seccomp: unknown syscall '" + r.name + "'";
-      return std::nullopt;
-    }
-    uint32_t action = ToAction(r.action, r.errno_value);
-    if (action == def) continue;  // libseccomp refuses rules that repeat the default
-    rc = seccomp_rule_add(ctx, action, nr, 0);
-    if (rc != 0) {
-      *error = "seccomp_rule_add(" + r.name + "): " + std::strerror(-rc);
-      return std::nullopt;
-    }
+    p.rules.push_back({r.name, ToBpf(r.action), r.errno_value});
   }
-  // libseccomp 2.5 exports only to an fd: go through a memfd.
-  int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
-  if (fd < 0) {
-    *error = std::string("memfd_create: ") + std::strerror(errno);
-    return std::nullopt;
-  }
-  rc = seccomp_export_bpf(ctx, fd);
-  off_t size = lseek(fd, 0, SEEK_END);
-  if (rc != 0 || size <= 0 || size % sizeof(sock_filter) != 0 || size > 1024 * 1024) {
-    close(fd);
-    *error = "seccomp_export_bpf failed";
-    return std::nullopt;
-  }
-  std::vector<sock_filter> prog(static_cast<size_t>(size) / sizeof(sock_filter));
-  ssize_t n = pread(fd, prog.data(), static_cast<size_t>(size), 0);
-  close(fd);
-  if (n != size) {
-    *error = "seccomp: short read of the exported program";
-    return std::nullopt;
-  }
-  return prog;
+  return drivers::BuildSeccompBpf(p, error);
 }
 
 }  // namespace safex::guest

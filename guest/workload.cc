@@ -20,6 +20,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "drivers/exec_candidates.h"
+#include "drivers/sandbox_report_writer.h"
 #include "guest/guest_root.h"
 #include "guest/util.h"
 
@@ -140,47 +142,10 @@ struct ChildPlan {
   _exit(127);
 }
 
-// One source of the sandbox report: "NAME LENGTH\n" and at most 16 KiB of the file (the whole
-// report stays within one data frame). No allocation: the child has only its copy of the stack.
-bool SendSource(int fd, const char* name, const char* path) {
-  static char buf[16 * 1024];
-  size_t len = 0;
-  int in = open(path, O_RDONLY | O_CLOEXEC);
-  if (in >= 0) {
-    for (;;) {
-      ssize_t r = read(in, buf + len, sizeof buf - len);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      len += static_cast<size_t>(r);
-      if (len == sizeof buf) break;
-    }
-    close(in);
-  }
-  char head[64];
-  size_t h = 0;
-  for (const char* c = name; *c != '\0'; ++c) head[h++] = *c;
-  head[h++] = ' ';
-  char digits[24];
-  size_t d = 0;
-  size_t v = len;
-  do {
-    digits[d++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v > 0);
-  while (d > 0) head[h++] = digits[--d];
-  head[h++] = '\n';
-  return WriteAll(fd, head, h) && WriteAll(fd, buf, len);
-}
-
 // What the program will get, read by the process that becomes it, under everything applied
 // (drivers/sandbox_report.h), then the host's answer: 'g' or nothing ran.
 void ReportAndAwaitGoAhead(int report) {
-  static const char kHeader[] = "SAFEX-LAUNCH 1\n";
-  if (!WriteAll(4, kHeader, sizeof kHeader - 1) || !SendSource(4, "status", "/proc/self/status") ||
-      !SendSource(4, "limits", "/proc/self/limits") ||
-      !SendSource(4, "mountinfo", "/proc/self/mountinfo") || !WriteAll(4, "end\n", 4)) {
-    ChildFail(report, kStepEvidence, errno);
-  }
+  if (!drivers::WriteSandboxReport(4)) ChildFail(report, kStepEvidence, errno);
   close(4);
   char go = 0;
   ssize_t r;
@@ -265,16 +230,7 @@ void ReportAndAwaitGoAhead(int report) {
   }
   ReportAndAwaitGoAhead(report);
   // execvpe would take PATH from the agent's environment, not the plan's: walk the candidates.
-  int err = ENOENT;
-  bool saw_eacces = false;
-  for (const char* const* c = p.candidates; *c != nullptr; ++c) {
-    execve(*c, p.argv, p.envp);
-    err = errno;
-    if (err == EACCES) saw_eacces = true;
-    if (err != ENOENT && err != ENOTDIR && err != EACCES) break;
-  }
-  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
-  ChildFail(report, kStepExec, err);
+  ChildFail(report, kStepExec, drivers::ExecFirstCandidate(p.candidates, p.argv, p.envp));
 }
 
 // The child's report to `approve` (the host), and its answer back. A child that failed before
@@ -303,23 +259,6 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
-std::vector<std::string> Candidates(const microvm::GuestSpec& spec) {
-  const std::string& prog = spec.argv[0];
-  if (prog.find('/') != std::string::npos) return {prog};
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= spec.path_search.size()) {
-    size_t end = spec.path_search.find(':', start);
-    if (end == std::string::npos) end = spec.path_search.size();
-    std::string dir = spec.path_search.substr(start, end - start);
-    start = end + 1;
-    // An empty PATH entry would mean the working directory: not honoured (only absolute dirs).
-    if (dir.empty() || dir[0] != '/') continue;
-    out.push_back(dir + "/" + prog);
-  }
-  return out;
-}
-
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -341,7 +280,7 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
     out.setup_error = "empty argv";
     return out;
   }
-  std::vector<std::string> candidates = Candidates(spec);
+  std::vector<std::string> candidates = drivers::ExecCandidates(spec.argv[0], spec.path_search);
   std::vector<const char*> cand_ptrs;
   for (const std::string& c : candidates) cand_ptrs.push_back(c.c_str());
   cand_ptrs.push_back(nullptr);

@@ -33,7 +33,17 @@ struct MicrovmBackendSettings {
   bool tcg_for_untrusted = false;
 };
 
-struct NativeBackendSettings {};
+struct NativeBackendSettings {
+  // The host uids (and gids, the same numbers) a native run's process gets: run slot N is
+  // first_id + N, held by one live run at a time (drivers/native/id_lease.h). The range must
+  // hold no account of the host (the driver checks /etc/passwd and /etc/group). The default is
+  // in the range systemd leaves unused (0x70000000 up), above its container ranges.
+  uint32_t first_id = 0x70000000;
+  uint32_t ids = 65536;
+  // Landlock narrows the file system further on kernels that have it; where it is absent the
+  // run's record says "landlock=none". With require_landlock such runs are refused instead.
+  bool require_landlock = false;
+};
 
 struct BackendSettings {
   GvisorBackendSettings gvisor;

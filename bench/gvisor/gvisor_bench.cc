@@ -25,8 +25,8 @@
 #include "common/unique_fd.h"
 #include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/gvisor/oci_spec.h"
-#include "drivers/gvisor/rootfs.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/rootfs.h"
+#include "drivers/run_dir.h"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
 #include "drivers/gvisor/program_lookup.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 #include "drivers/gvisor/run_state.h"
 #include "drivers/gvisor/run_steps.h"
 #include "drivers/gvisor/runsc.h"
@@ -28,7 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gvisor::LastLine;
-using gvisor::PrivateDir;
+using drivers::PrivateDir;
 
 // Whether every entry of `dir` is one that Run() makes in a run's private directory.
 bool LooksLikeRunDir(const std::string& dir) {
@@ -220,7 +220,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
     return result;
   }
   const gvisor::RunContext c{plan, req, options_};
-  gvisor::SigpipeBlock sigpipe_block;
+  SigpipeBlock sigpipe_block;
   gvisor::RunState s;
   // 1-2. Its private directory first (everything below lives in it), then the host side of the
   //      mounts (output tmpfs), which the bundle's config names.

@@ -13,6 +13,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "drivers/enforcement.h"
@@ -24,6 +25,11 @@ namespace safex::drivers::gvisor {
 // Where the launcher appears inside the sandbox (a read-only bind of its directory).
 inline constexpr char kLauncherMountTarget[] = "/.safex-launch";
 inline constexpr char kLauncherProgram[] = "/.safex-launch/safex-launch";
+// The mount points of the bundle's root besides the plan's (drivers/rootfs.h): what gVisor
+// mounts itself (/proc, /dev, /sys) and the launcher.
+inline std::vector<std::string> RootMountPoints() {
+  return {"/proc", "/dev", "/sys", kLauncherMountTarget};
+}
 // Where packaging installs it; a build tree has it in launch-bin/ (FindLauncherDir).
 inline constexpr char kInstalledLauncherDir[] = "/usr/local/lib/safex/launch";
 // The report pipe and the go-ahead pipe, as the launcher sees them.

@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "drivers/counted_limits.h"
+
 namespace safex::drivers::gvisor {
 namespace {
 
@@ -18,38 +20,21 @@ bool AppExitAgrees(const Observation& o) {
          (!a.signaled && o.runsc.code == (a.value & 0xff));
 }
 
-// The limits read from the cgroup and the debug log after the run, in the order they matter: a
-// memory kill, then the host pids backstop, then a fork refused at the process limit, then the
-// file size limit, then a full output mount behind a failure.
-void ApplyCountedLimits(const Observation& o, const plan::Limits& lim, Outcome* out) {
-  if (o.oom_kills > 0) {
-    out->limit = LimitHit::kMemory;
-    out->limit_detail =
-        fmt::format("OOM-killed at the memory limit of {} bytes (cgroup oom_kill = {})",
-                    lim.memory_bytes, o.oom_kills);
-    out->exit_code = -1;
-    out->term_signal = SIGKILL;
-  } else if (o.pids_hits > 0) {
-    out->limit = LimitHit::kPids;
-    out->limit_detail = fmt::format("the host pids backstop ({}) was reached {} times",
-                                    o.pids_backstop, o.pids_hits);
-  } else if (o.fork_failures > 0) {
-    // The process limit refused at least one fork: it constrained the run, whether or not the
-    // program coped (EAGAIN from fork inside gVisor means RLIMIT_NPROC; see notes).
-    out->limit = LimitHit::kPids;
-    const bool failed = out->exit_code != 0 || out->term_signal != 0;
-    out->limit_detail =
-        fmt::format("fork/clone failed with EAGAIN {} times at pids = {}{}", o.fork_failures,
-                    lim.pids, failed ? "" : " (the program then exited normally)");
-  } else if (out->term_signal == SIGXFSZ) {
-    out->limit = LimitHit::kDisk;
-    out->limit_detail =
-        fmt::format("file size limit (RLIMIT_FSIZE = {} bytes) exceeded", lim.disk_bytes);
-  } else if ((out->exit_code != 0 || out->term_signal != 0) && !o.full_outputs.empty()) {
-    out->limit = LimitHit::kDisk;
-    out->limit_detail = fmt::format("output mount {} is full ({} bytes)",
-                                    o.full_outputs.front().first, o.full_outputs.front().second);
-  }
+// The limits read from the cgroup and the debug log after the run (drivers/counted_limits.h).
+void ApplyCounters(const Observation& o, const plan::Limits& lim, Outcome* out) {
+  CountedLimits c;
+  c.oom_kills = o.oom_kills;
+  c.pids_hits = o.pids_hits;
+  c.pids_max = o.pids_backstop;
+  c.pids_is_backstop = true;
+  c.fork_failures = o.fork_failures;
+  c.full_outputs = o.full_outputs;
+  ProgramEnd end{out->exit_code, out->term_signal, out->limit, out->limit_detail};
+  ApplyCountedLimits(c, lim, &end);
+  out->exit_code = end.exit_code;
+  out->term_signal = end.term_signal;
+  out->limit = end.limit;
+  out->limit_detail = end.limit_detail;
 }
 
 }  // namespace
@@ -100,7 +85,7 @@ Result<Outcome> Classify(const Observation& o, const plan::Limits& lim) {
                     o.runsc_error.empty() ? "" : ": " + o.runsc_error);
     if (!o.runsc.exited) out.term_signal = o.runsc.signal;
   }
-  ApplyCountedLimits(o, lim, &out);
+  ApplyCounters(o, lim, &out);
   return out;
 }
 

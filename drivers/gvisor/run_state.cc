@@ -35,37 +35,6 @@ std::string LastLine(const std::string& text) {
   return text.substr(start, end - start + 1);
 }
 
-SigpipeBlock::SigpipeBlock() {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &s, &saved_);
-}
-
-SigpipeBlock::~SigpipeBlock() {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGPIPE);
-  timespec zero{0, 0};
-  while (sigtimedwait(&s, nullptr, &zero) > 0) {
-  }
-  pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
-}
-
-void OutputCapture::Add(int which, const char* data, size_t n) {
-  if (stopped_) return;
-  CapturedStream* s = streams_[which];
-  size_t room = static_cast<size_t>(std::min<uint64_t>(cap_ - used_, n));
-  s->data.append(data, room);
-  used_ += room;
-  s->total_bytes += room;
-  if (room < n) {
-    // More than the cap: capture stops here and the run is stopped for it.
-    s->truncated = true;
-    stopped_ = true;
-  }
-}
-
 void RunState::Note(const std::string& what, const Status& st) {
   if (st.ok()) return;
   if (!errors.empty()) errors += "; ";

@@ -17,8 +17,10 @@
 #include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/driver.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 #include "drivers/gvisor/stdio_files.h"
+#include "drivers/output_capture.h"
+#include "drivers/sigpipe_block.h"
 #include "drivers/net/run_network.h"
 
 namespace safex::drivers::gvisor {
@@ -32,34 +34,6 @@ Status SetNonBlocking(int fd);
 
 // The last non-empty line of runsc's diagnostics (its error, if it failed).
 std::string LastLine(const std::string& text);
-
-// SIGPIPE from writing the stdin pipe after the program closed it must not end the supervisor:
-// blocked in this thread for the run, and what was raised is swallowed.
-class SigpipeBlock {
- public:
-  SigpipeBlock();
-  ~SigpipeBlock();
-  SigpipeBlock(const SigpipeBlock&) = delete;
-  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
-
- private:
-  sigset_t saved_;
-};
-
-// Collects stdout and stderr under one shared cap (the plan's output limit).
-class OutputCapture {
- public:
-  OutputCapture(CapturedStream* out, CapturedStream* err, uint64_t cap)
-      : streams_{out, err}, cap_(cap) {}
-  void Add(int which, const char* data, size_t n);
-  bool exceeded() const { return stopped_; }
-
- private:
-  CapturedStream* streams_[2];
-  uint64_t cap_;
-  uint64_t used_ = 0;
-  bool stopped_ = false;
-};
 
 struct RunState {
   std::string runsc_path;

@@ -30,7 +30,7 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 
 namespace safex::drivers::gvisor {
 

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "drivers/exec_candidates.h"
 #include "drivers/microvm/guest_spec.h"
 #include "plan/plan.h"
 
 namespace safex::microvm {
 
-// Used when the plan's environment has no PATH (the same list runc and runsc default to).
-inline constexpr const char* kDefaultPathSearch =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// Used when the plan's environment has no PATH.
+inline constexpr const char* kDefaultPathSearch = drivers::kDefaultExecPath;
 
 struct GuestSpecInputs {
   // For each plan mount (same index): the rootfs disk and the path inside its image backing a kBind

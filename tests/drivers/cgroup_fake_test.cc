@@ -14,7 +14,7 @@
 
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/enforcement.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 
 namespace safex::drivers::cgroup {
 namespace {

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "common/unique_fd.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 #include "tests/drivers/gvisor_test_fixture.h"
 
 namespace safex::drivers::testing {

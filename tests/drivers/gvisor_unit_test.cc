@@ -10,8 +10,9 @@
 
 #include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/gvisor/oci_spec.h"
-#include "drivers/gvisor/rootfs.h"
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/gvisor/launch_report.h"
+#include "drivers/rootfs.h"
+#include "drivers/run_dir.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_command.h"
 #include "drivers/gvisor/runsc_version_cache.h"
@@ -336,7 +337,7 @@ TEST(RootfsTest, FreshRootHasOnlyMountPointsAndAMinimalEtc) {
   p.mounts.push_back(Output("/data/out", 1 << 20));
   p.mounts.push_back(drivers::testing::BindRo("/etc/hostname"));  // a file bind
   std::vector<std::string> sources = {"/usr", "/lib", "/lib64", "/bin", "", "/x", "/etc/hostname"};
-  ASSERT_TRUE(PrepareRootfs(root, p, sources, "").ok());
+  ASSERT_TRUE(PrepareRootfs(root, p, sources, "", RootMountPoints()).ok());
   struct stat st;
   for (const char* d : {"/proc", "/dev", "/sys", "/.safex-launch", "/usr", "/lib", "/lib64", "/bin",
                         "/tmp", "/data/out"}) {

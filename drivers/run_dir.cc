@@ -1,4 +1,4 @@
-#include "drivers/gvisor/run_dir.h"
+#include "drivers/run_dir.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 
 #include "common/unique_fd.h"
 
-namespace safex::drivers::gvisor {
+namespace safex::drivers {
 
 PrivateDir::~PrivateDir() { Remove().ok(); }
 
@@ -131,4 +131,4 @@ Status TmpfsMount::Unmount() {
   return Status::Ok();
 }
 
-}  // namespace safex::drivers::gvisor
+}  // namespace safex::drivers

@@ -10,7 +10,7 @@
 #include "common/fs_tree.h"
 #include "common/status.h"
 
-namespace safex::drivers::gvisor {
+namespace safex::drivers {
 
 // A directory created fresh (mkdir 0700; an existing one is refused, never reused) and removed
 // with everything below it on destruction.
@@ -68,4 +68,4 @@ class TmpfsMount {
   std::string path_;
 };
 
-}  // namespace safex::drivers::gvisor
+}  // namespace safex::drivers

@@ -1,4 +1,4 @@
-#include "drivers/gvisor/rootfs.h"
+#include "drivers/rootfs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,9 +7,8 @@
 #include <cerrno>
 
 #include "common/unique_fd.h"
-#include "drivers/gvisor/launch_report.h"
 
-namespace safex::drivers::gvisor {
+namespace safex::drivers {
 namespace {
 
 std::vector<std::string> Components(const std::string& path) {
@@ -94,12 +93,13 @@ std::string DefaultHostsFile() {
 }
 
 Status PrepareRootfs(const std::string& root, const plan::Plan& plan,
-                     const std::vector<std::string>& mount_sources, const std::string& hosts) {
+                     const std::vector<std::string>& mount_sources, const std::string& hosts,
+                     const std::vector<std::string>& infrastructure) {
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root_fd) return Status::Errno("open", root, errno);
   if (fchmod(root_fd.get(), 0755) != 0) return Status::Errno("fchmod", root, errno);
 
-  for (const char* d : {"/proc", "/dev", "/sys", kLauncherMountTarget}) {
+  for (const std::string& d : infrastructure) {
     SAFEX_RETURN_IF_ERROR(MakeMountPoint(root_fd.get(), d, false));
   }
   bool etc_mounted = false;
@@ -148,4 +148,4 @@ Status PrepareRootfs(const std::string& root, const plan::Plan& plan,
   return Status::Ok();
 }
 
-}  // namespace safex::drivers::gvisor
+}  // namespace safex::drivers
