@@ -16,9 +16,10 @@ Status EnsurePrivateDir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::Errno("mkdir", dir, errno);
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0) return Status::Errno("lstat", dir, errno);
-  // Security: the lock files decide which run owns which host id; only root may touch them.
-  if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0077) != 0) {
-    return Status::FailedPrecondition(dir + " must be a directory of root's, mode 0700");
+  // Security: the lock files decide which run owns which host id; only their owner (root, for
+  // the supervisor) may touch them.
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0077) != 0) {
+    return Status::FailedPrecondition(dir + " must be a directory of the supervisor's, mode 0700");
   }
   return Status::Ok();
 }
