@@ -15,6 +15,7 @@
 #include "tests/support/leak_check.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_host_config.h"
 #include "tests/support/test_support.h"
 
 namespace safex {
@@ -54,8 +55,9 @@ class EgressCliTest : public ::testing::Test {
     servers_.Listen(world_->world_fd(), "tcp", "169.254.169.254", 80);
     servers_.Start();
     host_config_ = dir_.Write("host.policy",
-                              "host {\n  network {\n    pool = \"198.18.130.0/24\"\n"
-                              "    uplink = \"" +
+                              std::string("host {\n") + testing::kTestBackends +
+                                  "  network {\n    pool = \"198.18.130.0/24\"\n"
+                                  "    uplink = \"" +
                                   world_->uplink_path() + "\"\n  }\n}\n");
     before_ = testing::LeakSnapshot::Take();
   }
@@ -137,6 +139,47 @@ TEST_F(EgressCliTest, OnlyTheGrantedHostPortIsReachable) {
               HasSubstr("lo 127.0.0.1/8"));
   EXPECT_EQ(fields["network.ruleset_sha256"]["observed"].get<std::string>().size(), 64u);
   EXPECT_EQ(nlohmann::json::parse(run->run.enforcement), j["enforcement"]);
+}
+
+// The native backend (trusted code on the host kernel) gets the same per-run namespace and rules.
+TEST_F(EgressCliTest, OnNativeOnlyTheGrantedHostPortIsReachableToo) {
+  testing::ProcessOutput r = Run(R"(policy "egress-native" {
+  trust = trusted
+  isolation = native
+  limits {
+    wall_time = 30s
+    cpu_time = 10s
+    memory = 256MiB
+    pids = 32
+    open_files = 256
+    output = 1MiB
+    disk = 16MiB
+    cpus = 1
+  }
+  rootfs host_readonly ["/usr", "/lib", "/lib64", "/bin"]
+  mount tmpfs at "/tmp" { size = 16MiB }
+  network {
+    default = deny
+    egress "198.18.1.10:8080"
+  }
+  env { set PATH = "/usr/bin:/bin" }
+}
+)",
+                                 {"python3", "-c", kProbe});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  nlohmann::json seen = nlohmann::json::parse(j["stdout"]["text"].get<std::string>());
+  EXPECT_EQ(seen["198.18.1.10:8080"], "ok") << seen.dump();
+  for (const char* denied : {"198.18.1.10:8081", "198.18.1.11:8080", "169.254.169.254:80",
+                             "10.0.0.1:53"}) {
+    EXPECT_NE(seen[denied], "ok") << denied;
+  }
+  EXPECT_EQ(servers_.Hits("tcp 198.18.1.10:8080"), 1);
+  EXPECT_EQ(servers_.Hits("tcp 198.18.1.10:8081"), 0);
+  EXPECT_EQ(servers_.Hits("tcp 169.254.169.254:80"), 0);
+  EXPECT_THAT(j["backend_mode"].get<std::string>(), HasSubstr("native/"));
+  EXPECT_THAT(j["backend_mode"].get<std::string>(), HasSubstr("network=netns"));
+  EXPECT_GT(j["denied_egress"].get<uint64_t>(), 0u);
 }
 
 TEST_F(EgressCliTest, NoEgressMeansNoNetworkAtAll) {

@@ -1,5 +1,6 @@
 // `safex test` end to end: the built binary runs the example policies' own tests and the built-in
-// probes for real under gVisor and the microVM (TCG here; the test host opts in), records each run
+// probes for real under gVisor, the microVM (TCG here; the test host opts in) and, for trusted
+// policies, the native backend, records each run
 // in the audit log marked as a test, and fails with a clear row when a test's claim is false.
 // Root; skipped outside CI only. Every test also checks that nothing is left on the machine.
 #include <gmock/gmock.h>
@@ -105,11 +106,15 @@ TEST_F(SafexTestCliTest, EveryExamplePolicysTestsPassOnGvisorAndMicrovm) {
     }
   }
   // 5 of base-untrusted, 12 of python-untrusted and 6 of node-untrusted (5 of them inherited),
-  // 1 of compile-and-test.
-  EXPECT_EQ(passed["gvisor"], 24) << rows.dump(1);
-  EXPECT_EQ(passed["microvm"], 24) << rows.dump(1);
-  // trusted-tool runs on native only, which this host does not offer.
-  EXPECT_EQ(skipped.size(), 1u) << rows.dump(1);
+  // 1 of compile-and-test, 4 of trusted-tool.
+  EXPECT_EQ(passed["gvisor"], 28) << rows.dump(1);
+  EXPECT_EQ(passed["microvm"], 28) << rows.dump(1);
+  // Native takes the trusted policies' tests (trusted-tool's 4, compile-and-test's 1); the
+  // three untrusted policies may not run there (a skipped row each, never a pass).
+  EXPECT_EQ(passed["native"], 5) << rows.dump(1);
+  EXPECT_EQ(skipped, (std::map<std::string, int>{
+                         {"base-untrusted", 1}, {"node-untrusted", 1}, {"python-untrusted", 1}}))
+      << rows.dump(1);
 
   // Each test is a run in the audit log, marked as a test.
   std::map<std::string, std::string> purposes;
@@ -140,6 +145,21 @@ TEST_F(SafexTestCliTest, EveryBuiltInProbeIsDeniedOnGvisorAndMicrovm) {
                 run.purpose.rfind("probe python-untrusted/", 0) == 0)
         << run.run_id << ": " << run.purpose;
   }
+}
+
+TEST_F(SafexTestCliTest, EveryBuiltInProbeIsDeniedOnNativeForTheTrustedTool) {
+  int status = -1;
+  nlohmann::json rows = Test(
+      {"--builtin", "--backend", "native", Examples() + "/trusted-tool.policy"}, &status);
+  EXPECT_EQ(status, 0) << Failures(rows);
+  int probes = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["backend"], "native") << r.dump();
+    if (r["kind"] == "probe" && r["passed"].get<bool>()) ++probes;
+  }
+  // metadata, egress, memory, pids, CPU, output, root, unmounted path (its syscall rules only
+  // allow: no errno or kill rule to probe).
+  EXPECT_EQ(probes, 8) << rows.dump(1);
 }
 
 TEST_F(SafexTestCliTest, AFalseClaimFailsWithARowThatSaysWhy) {
