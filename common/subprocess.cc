@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "common/pidfd.h"
+#include "common/raw_credentials.h"
 
 namespace safex {
 namespace {
@@ -203,9 +204,9 @@ struct ChildPlan {
 
   if (p.set_credentials) {
     // Groups first, then gid, then uid: after setresuid the child could no longer change them.
-    if (setgroups(p.ngroups, p.groups) != 0) ChildFail(report, kStepGroups);
-    if (setresgid(p.gid, p.gid, p.gid) != 0) ChildFail(report, kStepGid);
-    if (setresuid(p.uid, p.uid, p.uid) != 0) ChildFail(report, kStepUid);
+    if (RawSetgroups(p.ngroups, p.groups) != 0) ChildFail(report, kStepGroups);
+    if (RawSetresgid(p.gid) != 0) ChildFail(report, kStepGid);
+    if (RawSetresuid(p.uid) != 0) ChildFail(report, kStepUid);
     // A credential change clears the parent-death signal: set it again, and re-check the parent.
     if (p.pdeath_signal != 0) {
       if (prctl(PR_SET_PDEATHSIG, p.pdeath_signal) != 0) ChildFail(report, kStepPdeathsig);

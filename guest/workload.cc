@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/raw_credentials.h"
 #include "drivers/exec_candidates.h"
 #include "drivers/sandbox_report_writer.h"
 #include "guest/guest_root.h"
@@ -212,9 +213,9 @@ void ReportAndAwaitGoAhead(int report) {
       ChildFail(report, kStepCapBound, errno);
     }
   }
-  if (setgroups(0, nullptr) != 0) ChildFail(report, kStepGroups, errno);
-  if (setresgid(p.gid, p.gid, p.gid) != 0) ChildFail(report, kStepGid, errno);
-  if (setresuid(p.uid, p.uid, p.uid) != 0) ChildFail(report, kStepUid, errno);
+  if (RawSetgroups(0, nullptr) != 0) ChildFail(report, kStepGroups, errno);
+  if (RawSetresgid(p.gid) != 0) ChildFail(report, kStepGid, errno);
+  if (RawSetresuid(p.uid) != 0) ChildFail(report, kStepUid, errno);
   // A non-root uid has lost its capabilities with setresuid; uid 0 drops them here.
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2];

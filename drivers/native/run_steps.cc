@@ -110,10 +110,10 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   const plan::Limits& lim = c.plan.limits;
   cgroup::Limits cl;
   cl.memory_bytes = lim.memory_bytes;
-  // The plan's process limit itself (the program and `pids` more, as RLIMIT_NPROC gives under
-  // the other backends): nothing of safex's runs in this cgroup but the sandbox's first process,
-  // which becomes the program. pids.events counts the refusals.
-  cl.pids_max = lim.pids + 1;
+  // The plan's process limit itself: every process and thread of the run, the program included
+  // (nothing of safex's runs in this cgroup but the sandbox's first process, which becomes the
+  // program), as the other backends count it. pids.events counts the refusals.
+  cl.pids_max = lim.pids;
   cl.cpus = lim.cpus;
   s.cg_limits = cl;
   SAFEX_ASSIGN_OR_RETURN(s.cg,

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/raw_credentials.h"
 #include "drivers/exec_candidates.h"
 #include "drivers/sandbox_report_writer.h"
 
@@ -173,7 +174,7 @@ void SetLimitsAndGroups(const ChildSpec& s) {
       Fail(kReportFd, kStepRlimit, errno, static_cast<int32_t>(i));
     }
   }
-  if (setgroups(0, nullptr) != 0) Fail(kReportFd, kStepGroups, errno);
+  if (RawSetgroups(0, nullptr) != 0) Fail(kReportFd, kStepGroups, errno);
 }
 
 // Step 7.
@@ -194,8 +195,8 @@ void DropPrivileges(const ChildSpec& s) {
       Fail(kReportFd, kStepBoundingSet, errno, cap);
     }
   }
-  if (setresgid(s.gid, s.gid, s.gid) != 0) Fail(kReportFd, kStepGid, errno);
-  if (setresuid(s.uid, s.uid, s.uid) != 0) Fail(kReportFd, kStepUid, errno);
+  if (RawSetresgid(s.gid) != 0) Fail(kReportFd, kStepGid, errno);
+  if (RawSetresuid(s.uid) != 0) Fail(kReportFd, kStepUid, errno);
   // A non-root uid lost its capabilities with setresuid; uid 0 inside drops them here.
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2];

@@ -7,7 +7,8 @@
 //   ContainmentSelfTest.*                   probes run with no sandbox at all must see their own
 //                                          success, so the suite can fail
 // Environment: SAFEX_CONTAINMENT_JOBS (runs at once, default 4), SAFEX_CONTAINMENT_CASES
-// (comma-separated ids to run, default all).
+// (comma-separated ids to run, default all), SAFEX_CONTAINMENT_COLUMNS (comma-separated column
+// names to run, default all).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -50,11 +51,17 @@ TEST(Containment, EveryCaseOnEveryBackend) {
   o.probes_dir = ProbesDir();
   if (const char* j = getenv("SAFEX_CONTAINMENT_JOBS")) o.jobs = std::max(1, atoi(j));
   o.only_cases = SplitComma(getenv("SAFEX_CONTAINMENT_CASES"));
+  o.only_columns = SplitComma(getenv("SAFEX_CONTAINMENT_COLUMNS"));
   Suite suite(o);
   ASSERT_TRUE(suite.SetUp()) << suite.error();
   suite.DiscoverBackends();
   // The bar: gVisor must run here. Other backends may be absent (their column says so).
   ASSERT_TRUE(suite.backends().at("gvisor").available) << suite.backends().at("gvisor").reason;
+  // Native is for trusted code: the untrusted example on it is refused before anything runs.
+  if (suite.backends().at("native").available) {
+    EXPECT_NE(suite.backends().at("native").untrusted_refusal, "")
+        << "an untrusted policy was not refused on native";
+  }
   suite.RunAll();
   suite.CheckHost();
 

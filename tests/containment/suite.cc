@@ -517,7 +517,17 @@ std::string Suite::WrapperPolicy(const std::string& example, const std::string& 
                      (backend == "gvisor" ? "" : " and the backend") + ".\n";
   text += "policy \"" + name + "\" extends \"" + example + "\" {\n";
   // Tightening: gvisor -> microvm is allowed by `extends`; the base examples all say gvisor.
-  if (backend != "gvisor") text += "  isolation = " + backend + "\n";
+  if (backend == "microvm") text += "  isolation = microvm\n";
+  if (backend == "native-untrusted") {
+    // The untrusted example as it is, moved to native: refused at plan time by design.
+    text += "  @override(\"containment suite: untrusted code on native\")\n  isolation = native\n";
+  }
+  if (backend == "native") {
+    // Native is for trusted code only (an untrusted plan is refused there): the catalogue runs
+    // under the same policy marked trusted, with the overrides review tools flag.
+    const char* why = "@override(\"containment suite: the catalogue on the native backend\")\n";
+    text += std::string("  ") + why + "  trust = trusted\n  " + why + "  isolation = native\n";
+  }
   text += "  @override(\"containment suite: the probe programs, read-only\")\n";
   text += "  mount bind \"" + probes_ + "\" at \"/probes\" { mode = ro }\n";
   text += extra;
@@ -539,7 +549,8 @@ std::vector<std::string> Suite::PolicyEnvNames(const std::string& example,
     if (it != env_names_.end()) return it->second;
   }
   ProcessResult r = RunWatched(
-      {{o_.safex, "compile", "--search-path", o_.source_dir + "/policies/examples", policy},
+      {{o_.safex, "compile", "--search-path", o_.source_dir + "/policies/examples", "--host-config",
+        host_config_, policy},
        {"PATH=/usr/bin:/bin"}});
   std::vector<std::string> names;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
@@ -718,8 +729,27 @@ void Suite::DiscoverBackends() {
     } else {
       s.reason = "backend not available: safex printed no report: " + Trim(r.proc.err);
     }
+    if (b == "native") s.untrusted_refusal = UntrustedOnNative();
     backends_[b] = s;
   }
+}
+
+std::string Suite::UntrustedOnNative() {
+  CaseEnv env{this, "native-untrusted", work_ + "/cases/discover-native-untrusted", {}};
+  mkdir(env.dir.c_str(), 0700);
+  Invocation inv;
+  inv.label = "untrusted on native";
+  inv.argv = {"s6_argv_verbatim", "hello"};
+  inv.expect_refusal = true;
+  RunRecord r = Execute(inv, env);
+  extra_runs_.push_back(r);
+  const std::string diag = r.report.is_object() ? r.report.value("diagnostics", "") : "";
+  if (r.verdict() != "refused" || r.proc.out.find("\"ran\"") != std::string::npos) return "";
+  // The first error of the diagnostics (warnings for the overrides come first), without its path.
+  const size_t at = diag.find("error[");
+  if (at == std::string::npos) return r.Reason();
+  std::string first = diag.substr(at, diag.find('\n', at) - at);
+  return first.substr(0, first.find("\\n"));  // the text may carry escaped newlines
 }
 
 void Suite::CommonChecks(const RunRecord& r, const std::string& backend, Check& c) const {
@@ -890,6 +920,10 @@ void Suite::RunAll() {
       continue;
     }
     for (const Column& col : kColumns) {
+      if (!o_.only_columns.empty() && std::find(o_.only_columns.begin(), o_.only_columns.end(),
+                                                col.name) == o_.only_columns.end()) {
+        continue;
+      }
       const BackendStatus& s = backends_[col.backend];
       std::string why = !s.available ? s.reason
                         : col.submit && !serve_error_.empty()
@@ -1184,8 +1218,14 @@ std::string Suite::Report() const {
     md << " `" << b << "` ("
        << (it != backends_.end() && it->second.available ? "available"
            : it == backends_.end()                       ? "not probed"
-                                                         : it->second.reason)
-       << ");";
+                                                         : it->second.reason);
+    if (b == "native" && it != backends_.end()) {
+      md << "; the untrusted example policy on it: "
+         << (it->second.untrusted_refusal.empty()
+                 ? std::string("**not refused**")
+                 : "refused at plan time (" + CellText(it->second.untrusted_refusal) + ")");
+    }
+    md << ");";
   }
   md << " `safex serve` for the submit column ("
      << (serve_error_.empty() ? "started; drained and stopped at the end with exit status " +

@@ -39,7 +39,10 @@ class World;
 namespace safex::containment {
 
 // Every backend gets a column; one that this build or host cannot run says so in it.
-inline const std::vector<std::string> kBackends = {"gvisor", "microvm"};
+// Native runs trusted code only: its column runs each case under the same policy with `trust`
+// and `isolation` overridden (WrapperPolicy), so that what its mechanisms contain is shown; the
+// untrusted policies themselves are refused there at plan time (DiscoverBackends shows it).
+inline const std::vector<std::string> kBackends = {"gvisor", "microvm", "native"};
 
 // A column of the table: a backend, reached through `safex run`, or through `safex submit` to a
 // `safex serve` the suite runs (the cases whose runs the service can take: no output directory,
@@ -49,8 +52,10 @@ struct Column {
   std::string backend;
   bool submit = false;
 };
-inline const std::vector<Column> kColumns = {
-    {"gvisor", "gvisor", false}, {"microvm", "microvm", false}, {"gvisor, submit", "gvisor", true}};
+inline const std::vector<Column> kColumns = {{"gvisor", "gvisor", false},
+                                             {"microvm", "microvm", false},
+                                             {"native (as trusted)", "native", false},
+                                             {"gvisor, submit", "gvisor", true}};
 
 // One `safex run` of a case.
 struct Invocation {
@@ -165,6 +170,8 @@ struct Cell {
 struct BackendStatus {
   bool available = false;
   std::string reason;  // why not
+  // Native only: the plain untrusted example on it, which must be refused at plan time.
+  std::string untrusted_refusal;  // the refusal's diagnostics ("" if it was not refused)
 };
 
 struct SuiteOptions {
@@ -173,6 +180,7 @@ struct SuiteOptions {
   std::string probes_dir;               // the built probes; bound read-only at /probes as they are
   int jobs = 4;                         // runs at once
   std::vector<std::string> only_cases;  // empty: all
+  std::vector<std::string> only_columns;  // empty: all (column names, e.g. "native (as trusted)")
 };
 
 // Host-side state of one file, for "unchanged" checks.
@@ -197,6 +205,9 @@ class Suite {
 
   const std::string& error() const { return error_; }
   const std::map<std::string, BackendStatus>& backends() const { return backends_; }
+  // The plain untrusted example moved to native, run once: its refusal's first diagnostic line,
+  // or "" when it was not refused at plan time.
+  std::string UntrustedOnNative();
   // cells()[case id][backend]
   const std::map<std::string, std::map<std::string, Cell>>& cells() const { return cells_; }
   const std::vector<std::string>& host_failures() const { return host_failures_; }

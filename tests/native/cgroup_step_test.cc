@@ -50,7 +50,7 @@ TEST(NativeCgroupStepTest, V2OneCgroupWithThePlansLimits) {
   EXPECT_EQ(m.dirs, std::vector<std::string>{"/safex/native-r1"});
   const plan::Limits lim = testing::NativePlan().limits;
   EXPECT_EQ(m.writes.at("/safex/native-r1/memory.max"), std::to_string(lim.memory_bytes));
-  EXPECT_EQ(m.writes.at("/safex/native-r1/pids.max"), std::to_string(lim.pids + 1));
+  EXPECT_EQ(m.writes.at("/safex/native-r1/pids.max"), std::to_string(lim.pids));
   EXPECT_EQ(m.writes.at("/safex/native-r1/cpu.max"), "100000 100000");
 }
 
@@ -60,7 +60,7 @@ TEST(NativeCgroupStepTest, V1HybridOneCgroupPerHierarchyWithThePlansLimits) {
   const plan::Limits lim = testing::NativePlan().limits;
   EXPECT_EQ(m.writes.at("/memory/safex/native-r1/memory.limit_in_bytes"),
             std::to_string(lim.memory_bytes));
-  EXPECT_EQ(m.writes.at("/pids/safex/native-r1/pids.max"), std::to_string(lim.pids + 1));
+  EXPECT_EQ(m.writes.at("/pids/safex/native-r1/pids.max"), std::to_string(lim.pids));
   EXPECT_EQ(m.writes.at("/cpu,cpuacct/safex/native-r1/cpu.cfs_quota_us"), "100000");
 }
 
