@@ -24,9 +24,10 @@ declare -A cmd=(
   [net]="build/bench/net/net_bench 200"
   [net_gvisor]="build/bench/net/net_gvisor_bench $RUNS"
   [microvm]="build/bench/microvm/microvm_bench $RUNS"
+  [native]="build/bench/native/native_bench $RUNS"
   [serve]="build/bench/serve/serve_bench $RUNS"
 )
-order=(dsl compiler audit output gvisor run net net_gvisor microvm serve)
+order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve)
 if (($#)); then order=("$@"); fi
 
 status=0

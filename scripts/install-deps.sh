@@ -24,6 +24,7 @@ BUILD_PKGS=(
 RUN_PKGS=(
   nftables iproute2 python3 nodejs procps util-linux ca-certificates
   systemd  # systemd-analyze: tests/serve checks packaging/safex.service (nothing is started)
+  bubblewrap  # bench/native measures the native backend against it (never used by safex)
 )
 
 missing=()

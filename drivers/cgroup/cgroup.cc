@@ -385,6 +385,16 @@ RunCgroup& RunCgroup::operator=(RunCgroup&& o) noexcept {
   return *this;
 }
 
+std::vector<std::string> RunCgroup::LimitDirs() const {
+  if (version_ == Version::kV2) return dirs_;
+  std::vector<std::string> out;
+  for (const char* c : {"memory", "pids", "cpu", "cpuacct"}) {
+    const std::string d = DirOf(c);
+    if (!d.empty() && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
+  return out;
+}
+
 std::string RunCgroup::DirOf(const std::string& controller) const {
   if (dirs_.empty()) return "";
   if (version_ == Version::kV2) return dirs_.front();

@@ -129,6 +129,11 @@ class RunCgroup {
   const std::string& oci_path() const { return rel_; }
   // Absolute directories of this cgroup (one per v1 hierarchy; one on v2).
   const std::vector<std::string>& dirs() const { return dirs_; }
+  // The directories whose controllers enforce a run's limits and account its use: on v2 the one,
+  // on v1 those of memory, pids, cpu and cpuacct (deduplicated). A process placed in these is
+  // limited and counted; placing it in the others too (freezer, devices, ...) only costs time
+  // (each move waits for an RCU grace period on v1).
+  std::vector<std::string> LimitDirs() const;
 
   // CPU time (user + system) of every process that ran in the cgroup.
   Result<uint64_t> CpuUsageNs() const;

@@ -61,9 +61,11 @@ class NativeDriver : public Driver {
 
   const char* name() const override { return "native"; }
 
-  // User namespaces, cgroups (v1 or v2) with memory, pids and cpu, seccomp filters, and a state
-  // root; the id range free of host accounts; Landlock when the host requires it. Unavailable
-  // otherwise: every native run is then refused, never run with less.
+  // User namespaces (and the others of a run but the network's, once per process), cgroups (v1
+  // or v2) with memory, pids and cpu, seccomp filters; the id range free of host accounts;
+  // Landlock when the host requires it. Unavailable otherwise: every native run is then refused,
+  // never run with less. What it does not check (a state root, a network namespace) fails the
+  // run's own steps, before the program, all the same.
   Status Probe() override;
 
   // Besides the common checks: the plan must be for trusted code (the compiler's rule, checked

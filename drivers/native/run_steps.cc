@@ -185,13 +185,14 @@ Result<RunIo> StartSandbox(const RunContext& c, const LandlockRuleset& landlock,
   in.stdout_fd = out.second.get();
   in.stderr_fd = err.second.get();
   SAFEX_ASSIGN_OR_RETURN(s.sandbox, Sandbox::Start(in));
+  SAFEX_RETURN_IF_ERROR(s.sandbox.Place(s.cg));
   // Only the child holds the write ends now: EOF arrives once every process of the run is gone.
   return io;
 }
 
 Status AwaitReport(const RunContext& c, RunState& s, Enforcement* e) {
   const auto deadline = Sandbox::Clock::now() + c.options.setup_timeout;
-  SAFEX_RETURN_IF_ERROR(s.sandbox.PlaceAndMap(s.cg, s.id.id(), deadline, c.req.cancel));
+  SAFEX_RETURN_IF_ERROR(s.sandbox.MapIds(s.id.id(), deadline, c.req.cancel));
   SAFEX_ASSIGN_OR_RETURN(SandboxReport report, s.sandbox.ReadReport(deadline, c.req.cancel));
   ReportExpectations x;
   x.infrastructure_mounts = InfrastructureMountLines();

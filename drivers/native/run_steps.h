@@ -45,11 +45,12 @@ Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
 Status PrepareRoot(const RunContext& c, const std::string& hosts, RunState& s);
 // What the host kernel shows of the run once its cgroup and network exist.
 void ReadBackHostSide(const LandlockRuleset& landlock, RunState& s, Enforcement* e);
-// 6. The sandbox's first process (sandbox_launch.h) with the program's stdio.
+// 6. The sandbox's first process (sandbox_launch.h) with the program's stdio, placed in the
+//    run's cgroup while it builds its file system.
 Result<RunIo> StartSandbox(const RunContext& c, const LandlockRuleset& landlock,
                            const std::vector<sock_filter>& seccomp, RunState& s);
-// 7. Placed in the cgroup, its ids mapped, then its report compared with the plan: nullopt
-//    when the program may start, else why not (the evidence differs, or the run was stopped).
+// 7. Its ids mapped once its user namespace exists, then its report compared with the plan (the
+//    caller refuses the run when the evidence differs).
 Status AwaitReport(const RunContext& c, RunState& s, Enforcement* e);
 // 8. Until the program is gone: stdin fed, output captured (the cap stops the run), the wall
 //    deadline, CPU time from the cgroup, cancellation; then what was still written is drained.

@@ -291,17 +291,25 @@ Status Sandbox::Waited(int wait, const std::string& what) {
   return Status::Internal("native: the sandbox did not send " + what + " in time");
 }
 
-Status Sandbox::PlaceAndMap(const cgroup::RunCgroup& cg, uint32_t host_id,
-                            Clock::time_point deadline, const std::atomic<int>* cancel) {
+Status Sandbox::Place(const cgroup::RunCgroup& cg) {
+  const std::string pid = std::to_string(process_.pid());
+  for (const std::string& dir : cg.LimitDirs()) {
+    Status st = WriteFile(dir + "/cgroup.procs", pid);
+    if (!st.ok()) {
+      process_.KillAndWait();
+      return st.With("placing the sandbox in its cgroup");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Sandbox::MapIds(uint32_t host_id, Clock::time_point deadline,
+                       const std::atomic<int>* cancel) {
   char msg = 0;
   SAFEX_RETURN_IF_ERROR(Waited(static_cast<int>(ReadFully(channel_.get(), &msg, 1, deadline, cancel)),
                                "its user namespace"));
   if (msg != kMsgUserns) return Status::Internal("native: unexpected message from the sandbox");
   const std::string proc = "/proc/" + std::to_string(process_.pid());
-  // The cgroup first: from here on every page and cycle of the run is accounted to it.
-  for (const std::string& dir : cg.dirs()) {
-    SAFEX_RETURN_IF_ERROR(WriteFile(dir + "/cgroup.procs", std::to_string(process_.pid())));
-  }
   // Security: one id is mapped, the plan's inside to the run's leased id outside; the child can
   // never become anything else (setgroups is denied first, as the kernel requires for an
   // unprivileged map writer, and so no group can be dropped to gain access).

@@ -51,11 +51,14 @@ class Sandbox {
   // error means no process exists.
   static Result<Sandbox> Start(const LaunchInputs& in);
 
-  // Waits (until `deadline`, or until *cancel is set) for the child's user namespace, places the
-  // child in `cg` and maps the plan's uid/gid inside to `host_id` outside (nothing else is
-  // mapped; setgroups is denied). An error says what failed, the child's own report first.
-  Status PlaceAndMap(const cgroup::RunCgroup& cg, uint32_t host_id, Clock::time_point deadline,
-                     const std::atomic<int>* cancel);
+  // Places the child in `cg` (its limit hierarchies), while it builds its file system: the
+  // moves' cost (an RCU grace period each on v1) overlaps its work. It does nothing of the
+  // program's before MapIds lets it go on.
+  Status Place(const cgroup::RunCgroup& cg);
+  // Waits (until `deadline`, or until *cancel is set) for the child's user namespace, then maps
+  // the plan's uid/gid inside to `host_id` outside (nothing else is mapped; setgroups is denied)
+  // and lets it go on. An error says what failed, the child's own report first.
+  Status MapIds(uint32_t host_id, Clock::time_point deadline, const std::atomic<int>* cancel);
 
   // The child's report of what it got (sandbox_report.h), read before the program exists.
   Result<SandboxReport> ReadReport(Clock::time_point deadline, const std::atomic<int>* cancel);
