@@ -128,6 +128,40 @@ TEST(HostConfigTest, TheDefaultsOfferBothGvisorPlatformsAndNoTcgForUntrustedCode
   EXPECT_EQ(h.cgroups.memory_bytes, 0u);
 }
 
+TEST(HostConfigTest, TheNativeBlockNamesItsIdRangeAndLandlock) {
+  HostConfig h;
+  ASSERT_TRUE(Parse("host {\n  backends {\n    native { }\n  }\n}\n", &h).empty());
+  EXPECT_EQ(h.ceilings.allowed_backends, std::set<plan::Backend>{plan::Backend::kNative});
+  EXPECT_EQ(h.backends.native.first_id, 0x70000000u);
+  EXPECT_EQ(h.backends.native.ids, 65536u);
+  EXPECT_FALSE(h.backends.native.require_landlock);
+  HostConfig set;
+  auto d = Parse(R"(host {
+  backends {
+    native { first_id = 3000000000  ids = 0  landlock = always }
+    gvisor { }
+  }
+}
+)",
+                 &set);
+  EXPECT_EQ(d.size(), 3u);  // first_id above 2^31, ids 0, an unknown landlock mode
+  HostConfig ok;
+  ASSERT_TRUE(Parse("host {\n  backends {\n    native { first_id = 2000000  ids = 1024  "
+                    "landlock = require }\n  }\n}\n",
+                    &ok)
+                  .empty());
+  EXPECT_EQ(ok.backends.native.first_id, 2000000u);
+  EXPECT_EQ(ok.backends.native.ids, 1024u);
+  EXPECT_TRUE(ok.backends.native.require_landlock);
+  // The range may not reach past 2^31 - 1.
+  HostConfig over;
+  auto o = Parse("host {\n  backends {\n    native { first_id = 2147418112  ids = 131072 }\n  "
+                 "}\n}\n",
+                 &over);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_THAT(o[0], ::testing::StartsWith("E094"));
+}
+
 TEST(HostConfigTest, BadBackendAndCgroupSettingsAreErrors) {
   HostConfig h;
   auto d = Parse(R"(host {
