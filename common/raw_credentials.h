@@ -20,7 +20,11 @@ namespace safex {
 inline int RawSetgroups(size_t n, const gid_t* groups) {
   return static_cast<int>(syscall(SYS_setgroups, n, groups));
 }
-inline int RawSetresgid(gid_t gid) { return static_cast<int>(syscall(SYS_setresgid, gid, gid, gid)); }
-inline int RawSetresuid(uid_t uid) { return static_cast<int>(syscall(SYS_setresuid, uid, uid, uid)); }
+inline int RawSetresgid(gid_t gid) {
+  return static_cast<int>(syscall(SYS_setresgid, gid, gid, gid));
+}
+inline int RawSetresuid(uid_t uid) {
+  return static_cast<int>(syscall(SYS_setresuid, uid, uid, uid));
+}
 
 }  // namespace safex

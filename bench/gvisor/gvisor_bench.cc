@@ -60,7 +60,6 @@ plan::Plan BenchPlan() {
   return p;
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,8 +113,8 @@ int main(int argc, char** argv) {
               "driver/raw", "driver cgroup CPU");
   for (Case& c : cases) {
     double raw = Median(c.raw), rawf = Median(c.raw_flags), drv = Median(c.drv);
-    std::printf("%-18s %10.1f %12.1f %10.1f %13.2fx %14.1f ms\n", c.name, raw, rawf, drv,
-                drv / raw, Median(c.drv_cpu));
+    std::printf("%-18s %10.1f %12.1f %10.1f %13.2fx %14.1f ms\n", c.name, raw, rawf, drv, drv / raw,
+                Median(c.drv_cpu));
   }
   return 0;
 }

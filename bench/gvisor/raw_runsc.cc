@@ -11,8 +11,8 @@
 
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
-#include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/launch_report.h"
+#include "drivers/gvisor/oci_spec.h"
 #include "drivers/rootfs.h"
 #include "drivers/run_dir.h"
 
@@ -31,8 +31,8 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
   }
   std::vector<std::string> sources;
   for (const plan::Mount& m : p.mounts) sources.push_back(m.source);
-  SAFEX_RETURN_IF_ERROR(drivers::PrepareRootfs(bundle + "/rootfs", p, sources, "",
-                                                 gvisor::RootMountPoints()));
+  SAFEX_RETURN_IF_ERROR(
+      drivers::PrepareRootfs(bundle + "/rootfs", p, sources, "", gvisor::RootMountPoints()));
   gvisor::OciLayout l;
   l.mount_sources = sources;
   cgroups_path = "/safex/bench-raw-" + std::to_string(getpid()) + "-" + name;

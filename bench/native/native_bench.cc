@@ -77,11 +77,31 @@ constexpr char kPolicy[] = R"(policy "native-bench" {
 )";
 
 Result<double> Bwrap(const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent",
-                                   "--ro-bind", "/usr", "/usr", "--ro-bind", "/lib", "/lib",
-                                   "--ro-bind", "/lib64", "/lib64", "--ro-bind", "/bin", "/bin",
-                                   "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-                                   "--setenv", "PATH", "/usr/bin:/bin", "--"};
+  std::vector<std::string> argv = {"/usr/bin/bwrap",
+                                   "--unshare-all",
+                                   "--die-with-parent",
+                                   "--ro-bind",
+                                   "/usr",
+                                   "/usr",
+                                   "--ro-bind",
+                                   "/lib",
+                                   "/lib",
+                                   "--ro-bind",
+                                   "/lib64",
+                                   "/lib64",
+                                   "--ro-bind",
+                                   "/bin",
+                                   "/bin",
+                                   "--tmpfs",
+                                   "/tmp",
+                                   "--proc",
+                                   "/proc",
+                                   "--dev",
+                                   "/dev",
+                                   "--setenv",
+                                   "PATH",
+                                   "/usr/bin:/bin",
+                                   "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   argv[argv.size() - program.size()] = program[0][0] == '/' ? program[0] : "/usr/bin/" + program[0];
   return bench::TimedRun(argv);
@@ -95,11 +115,17 @@ Result<double> Unshare(const std::vector<std::string>& program) {
 }
 
 Result<double> SafexRun(const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "run",         "--policy",
-                                   WorkDir() + "/native-bench.policy", "--host-config",
-                                   WorkDir() + "/host.policy",       "--audit-db",
-                                   WorkDir() + "/audit.db",          "--audit-key",
-                                   WorkDir() + "/audit.key",         "--"};
+  std::vector<std::string> argv = {SAFEX_BENCH_BINARY,
+                                   "run",
+                                   "--policy",
+                                   WorkDir() + "/native-bench.policy",
+                                   "--host-config",
+                                   WorkDir() + "/host.policy",
+                                   "--audit-db",
+                                   WorkDir() + "/audit.db",
+                                   "--audit-key",
+                                   WorkDir() + "/audit.key",
+                                   "--"};
   argv.insert(argv.end(), program.begin(), program.end());
   return bench::TimedRun(argv);
 }

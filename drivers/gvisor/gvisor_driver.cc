@@ -17,18 +17,18 @@
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
 #include "drivers/gvisor/program_lookup.h"
-#include "drivers/run_dir.h"
 #include "drivers/gvisor/run_state.h"
 #include "drivers/gvisor/run_steps.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_version_cache.h"
+#include "drivers/run_dir.h"
 
 namespace safex::drivers {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using gvisor::LastLine;
 using drivers::PrivateDir;
+using gvisor::LastLine;
 
 // Whether every entry of `dir` is one that Run() makes in a run's private directory.
 bool LooksLikeRunDir(const std::string& dir) {

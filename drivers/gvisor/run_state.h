@@ -17,11 +17,11 @@
 #include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
 #include "drivers/driver.h"
-#include "drivers/run_dir.h"
 #include "drivers/gvisor/stdio_files.h"
-#include "drivers/output_capture.h"
-#include "drivers/sigpipe_block.h"
 #include "drivers/net/run_network.h"
+#include "drivers/output_capture.h"
+#include "drivers/run_dir.h"
+#include "drivers/sigpipe_block.h"
 
 namespace safex::drivers::gvisor {
 

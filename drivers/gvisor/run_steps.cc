@@ -13,9 +13,9 @@
 
 #include "common/owner_lock.h"
 #include "drivers/gvisor/launch_report.h"
-#include "drivers/rootfs.h"
 #include "drivers/gvisor/runsc_command.h"
 #include "drivers/net/network_evidence.h"
+#include "drivers/rootfs.h"
 
 namespace safex::drivers::gvisor {
 namespace {
@@ -233,8 +233,8 @@ Result<std::string> CreateNetwork(const RunContext& c, RunState& s) {
 
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
                    const std::string& launcher_dir, RunState& s) {
-  SAFEX_RETURN_IF_ERROR(PrepareRootfs(s.bundle + "/rootfs", c.plan, s.mount_sources, hosts,
-                                      RootMountPoints()));
+  SAFEX_RETURN_IF_ERROR(
+      PrepareRootfs(s.bundle + "/rootfs", c.plan, s.mount_sources, hosts, RootMountPoints()));
   OciLayout layout;
   layout.rootfs = "rootfs";
   layout.cgroups_path = s.cg.oci_path();

@@ -79,8 +79,8 @@ Status CheckIdsUnassigned(uint32_t first, uint32_t count, const std::string& pas
       if (digits && id >= first && id < end) {
         return Status::FailedPrecondition(
             "native: " + file + " names " + line.substr(0, a) + " with id " + std::to_string(id) +
-            ", inside the runs' id range " + std::to_string(first) + "-" +
-            std::to_string(end - 1) + " (host config: backends { native { first_id ids } })");
+            ", inside the runs' id range " + std::to_string(first) + "-" + std::to_string(end - 1) +
+            " (host config: backends { native { first_id ids } })");
       }
     }
   }

@@ -48,8 +48,7 @@ class IdLease {
 
 // Fails with FailedPrecondition naming the first account of `passwd` (or group of `group`) whose
 // id is in [first, first + count): such an id is not the run's alone.
-Status CheckIdsUnassigned(uint32_t first, uint32_t count,
-                          const std::string& passwd = "/etc/passwd",
+Status CheckIdsUnassigned(uint32_t first, uint32_t count, const std::string& passwd = "/etc/passwd",
                           const std::string& group = "/etc/group");
 
 }  // namespace safex::drivers::native

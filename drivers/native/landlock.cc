@@ -19,18 +19,18 @@ namespace {
 
 constexpr uint64_t kRead = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
 constexpr uint64_t kExecute = LANDLOCK_ACCESS_FS_EXECUTE;
-constexpr uint64_t kWriteAbi1 =
-    LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-    LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM;
+constexpr uint64_t kWriteAbi1 = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                                LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                                LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_SOCK |
+                                LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM;
 
 constexpr uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
                                  LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
 
 // Every file-system right of an ABI version (what the ruleset handles, so denies unless granted).
 uint64_t HandledBy(int abi) {
-  uint64_t all = kRead | kExecute | kWriteAbi1 | LANDLOCK_ACCESS_FS_MAKE_CHAR |
-                 LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+  uint64_t all =
+      kRead | kExecute | kWriteAbi1 | LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK;
   if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
   if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
   return all;
@@ -98,8 +98,7 @@ int ApplyLandlock(int abi, uint64_t handled, const LandlockRule* rules, size_t n
   if (abi <= 0) return 0;
   landlock_ruleset_attr attr{};
   attr.handled_access_fs = handled;
-  const int ruleset =
-      static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
   if (ruleset < 0) return errno;
   for (size_t i = 0; i < n; ++i) {
     const int fd = open(rules[i].path.c_str(), O_PATH | O_CLOEXEC);

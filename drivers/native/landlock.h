@@ -25,8 +25,8 @@ struct LandlockRule {
 };
 
 struct LandlockRuleset {
-  int abi = 0;               // 0: no Landlock (nothing is applied)
-  uint64_t handled = 0;      // every right this ABI knows: what is not granted below is denied
+  int abi = 0;           // 0: no Landlock (nothing is applied)
+  uint64_t handled = 0;  // every right this ABI knows: what is not granted below is denied
   std::vector<LandlockRule> rules;
 };
 
@@ -39,7 +39,6 @@ std::string DescribeRuleset(const LandlockRuleset& r);
 // Child side (sandbox_child.h): creates the ruleset, adds each rule (opening its path O_PATH),
 // and restricts the calling thread. REQUIRES no_new_privs. No allocation. 0, or the errno of
 // the failing call with *failed_rule set to the rule's index (-1: the ruleset itself).
-int ApplyLandlock(int abi, uint64_t handled, const LandlockRule* rules, size_t n,
-                  int* failed_rule);
+int ApplyLandlock(int abi, uint64_t handled, const LandlockRule* rules, size_t n, int* failed_rule);
 
 }  // namespace safex::drivers::native

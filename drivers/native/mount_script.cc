@@ -79,8 +79,8 @@ void AddDev(const MountScriptInput& in, std::vector<MountOp>* out) {
     const char* name;
     unsigned minor;
   };
-  for (const Node& n : {Node{"null", 3}, Node{"zero", 5}, Node{"full", 7}, Node{"random", 8},
-                        Node{"urandom", 9}}) {
+  for (const Node& n :
+       {Node{"null", 3}, Node{"zero", 5}, Node{"full", 7}, Node{"random", 8}, Node{"urandom", 9}}) {
     MountOp op;
     op.kind = MountOp::Kind::kMknod;
     op.target = dev + "/" + n.name;

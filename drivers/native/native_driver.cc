@@ -37,8 +37,8 @@ Status ProbeNamespaces() {
   static const Status probed = [] {
     clone_args args;
     std::memset(&args, 0, sizeof args);
-    args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                 CLONE_NEWCGROUP;
+    args.flags =
+        CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
     args.exit_signal = SIGCHLD;
     const long pid = syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) _exit(0);
@@ -92,7 +92,8 @@ Result<std::vector<sock_filter>> SeccompProgram(const plan::Seccomp& s) {
   BpfPolicy p;
   p.default_action = ToBpf(s.default_action);
   p.default_errno = s.default_errno;
-  for (const plan::SyscallRule& r : s.rules) p.rules.push_back({r.name, ToBpf(r.action), r.errno_value});
+  for (const plan::SyscallRule& r : s.rules)
+    p.rules.push_back({r.name, ToBpf(r.action), r.errno_value});
   std::string error;
   std::optional<std::vector<sock_filter>> prog = BuildSeccompBpf(p, &error);
   if (!prog) return Status::InvalidArgument("native: " + error);

@@ -18,7 +18,7 @@ struct Observation {
   // The supervisor stopped the run for this limit, with why.
   std::optional<LimitHit> stopped_for;
   std::string stop_detail;
-  bool cancelled = false;  // stopped through RunRequest::cancel
+  bool cancelled = false;          // stopped through RunRequest::cancel
   std::optional<ExitStatus> exit;  // the program's own end (nullopt: never reaped)
   uint64_t cpu_ns = 0;
   CountedLimits counted;

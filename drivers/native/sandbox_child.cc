@@ -7,8 +7,8 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -69,8 +69,8 @@ int RunOp(const MountOp& op) {
       // Security: the source is a detached clone of what the parent opened and checked
       // (sandbox_launch.cc), so the object mounted is the one checked, whatever the path names
       // now.
-      rc = static_cast<int>(syscall(SYS_move_mount, op.source_fd, "", AT_FDCWD,
-                                    op.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH));
+      rc = static_cast<int>(syscall(SYS_move_mount, op.source_fd, "", AT_FDCWD, op.target.c_str(),
+                                    MOVE_MOUNT_F_EMPTY_PATH));
       if (rc == 0) {
         rc = mount(nullptr, op.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | op.flags, nullptr);
       }
@@ -213,8 +213,8 @@ void DropPrivileges(const ChildSpec& s) {
 // Steps 9-11.
 void RestrictAndReport(const ChildSpec& s) {
   int rule = -1;
-  if (int err = ApplyLandlock(s.landlock_abi, s.landlock_handled, s.landlock_rules, s.nlandlock,
-                              &rule)) {
+  if (int err =
+          ApplyLandlock(s.landlock_abi, s.landlock_handled, s.landlock_rules, s.nlandlock, &rule)) {
     Fail(kReportFd, kStepLandlock, err, rule);
   }
   umask(022);
@@ -287,15 +287,15 @@ const char* ChildStepName(int32_t step) {
 }
 
 void SandboxChildMain(const ChildSpec& s) {
-  ResetProcess(s);                                                           // 1
-  EnterNetwork(s);                                                           // 2
-  RunMountScript(s);                                                         // 3
-  ArrangeDescriptors(s);                                                     // 4
-  EnterRoot(s);                                                              // 5
-  SetLimitsAndGroups(s);                                                     // 6
-  EnterUserNamespace();                                                      // 7
-  DropPrivileges(s);                                                         // 8
-  RestrictAndReport(s);                                                      // 9-11
+  ResetProcess(s);                                                               // 1
+  EnterNetwork(s);                                                               // 2
+  RunMountScript(s);                                                             // 3
+  ArrangeDescriptors(s);                                                         // 4
+  EnterRoot(s);                                                                  // 5
+  SetLimitsAndGroups(s);                                                         // 6
+  EnterUserNamespace();                                                          // 7
+  DropPrivileges(s);                                                             // 8
+  RestrictAndReport(s);                                                          // 9-11
   Fail(kReportFd, kStepExec, ExecFirstCandidate(s.candidates, s.argv, s.envp));  // 12
 }
 

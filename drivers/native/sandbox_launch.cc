@@ -40,8 +40,8 @@ Result<UniqueFd> OpenBindSource(const std::string& path) {
   if (n <= 0) return Status::Errno("readlink", link, errno);
   const std::string resolved(real, static_cast<size_t>(n));
   for (const std::string& p : plan::ProtectedHostPaths()) {
-    if (resolved == "/" || (p != "/" && (plan::PathWithin(resolved, p) ||
-                                         plan::PathWithin(p, resolved)))) {
+    if (resolved == "/" ||
+        (p != "/" && (plan::PathWithin(resolved, p) || plan::PathWithin(p, resolved)))) {
       return Status::PermissionDenied("native: bind source " + path + " resolves to " + resolved +
                                       ", a protected host path; refused");
     }
@@ -91,8 +91,8 @@ struct Prepared {
 // A detached clone of exactly the object `fd` names (not recursive: what is mounted below it
 // on the host is not part of it), for the child to attach in its own namespace.
 Result<UniqueFd> CloneTree(const UniqueFd& fd, const std::string& what) {
-  UniqueFd tree(static_cast<int>(syscall(SYS_open_tree, fd.get(), "",
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
+  UniqueFd tree(static_cast<int>(
+      syscall(SYS_open_tree, fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)));
   if (!tree) return Status::Errno("open_tree(OPEN_TREE_CLONE)", what, errno);
   return tree;
 }
@@ -155,8 +155,8 @@ void FillSpec(const LaunchInputs& in, int report_w, int channel_child, Prepared*
   s.report_fd = report_w;
   s.channel_fd = channel_child;
   s.netns_fd = in.netns_fd;
-  int highest = std::max({2, in.stdin_fd, in.stdout_fd, in.stderr_fd, report_w, channel_child,
-                          in.netns_fd});
+  int highest =
+      std::max({2, in.stdin_fd, in.stdout_fd, in.stderr_fd, report_w, channel_child, in.netns_fd});
   for (const UniqueFd& fd : p->source_fds) highest = std::max(highest, fd.get());
   s.high_base = highest + 1;
   s.ops = p->ops.data();
@@ -306,8 +306,9 @@ Status Sandbox::Place(const cgroup::RunCgroup& cg) {
 Status Sandbox::MapIds(uint32_t host_id, Clock::time_point deadline,
                        const std::atomic<int>* cancel) {
   char msg = 0;
-  SAFEX_RETURN_IF_ERROR(Waited(static_cast<int>(ReadFully(channel_.get(), &msg, 1, deadline, cancel)),
-                               "its user namespace"));
+  SAFEX_RETURN_IF_ERROR(
+      Waited(static_cast<int>(ReadFully(channel_.get(), &msg, 1, deadline, cancel)),
+             "its user namespace"));
   if (msg != kMsgUserns) return Status::Internal("native: unexpected message from the sandbox");
   const std::string proc = "/proc/" + std::to_string(process_.pid());
   // Security: one id is mapped, the plan's inside to the run's leased id outside; the child can
@@ -330,8 +331,8 @@ Result<SandboxReport> Sandbox::ReadReport(Clock::time_point deadline,
     char buf[16384];
     size_t n = 0;
     // One byte at a time would do; a poll-bounded read of what is there is cheaper.
-    SAFEX_RETURN_IF_ERROR(Waited(static_cast<int>(ReadFully(channel_.get(), buf, 1, deadline, cancel)),
-                                 "its report"));
+    SAFEX_RETURN_IF_ERROR(Waited(
+        static_cast<int>(ReadFully(channel_.get(), buf, 1, deadline, cancel)), "its report"));
     n = 1;
     const ssize_t more = recv(channel_.get(), buf + 1, sizeof buf - 1, MSG_DONTWAIT);
     if (more > 0) n += static_cast<size_t>(more);
@@ -377,10 +378,9 @@ Status Sandbox::Go(int* exec_errno) {
     return Status::Ok();
   }
   process_.KillAndWait();
-  return Status::Internal("native: the program could not be started (" +
-                          std::string(n == static_cast<ssize_t>(sizeof r) ? ChildStepName(r.step)
-                                                                          : "no report") +
-                          ")");
+  return Status::Internal(
+      "native: the program could not be started (" +
+      std::string(n == static_cast<ssize_t>(sizeof r) ? ChildStepName(r.step) : "no report") + ")");
 }
 
 }  // namespace safex::drivers::native

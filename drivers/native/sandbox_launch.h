@@ -79,8 +79,8 @@ class Sandbox {
   Status Waited(int wait, const std::string& what);  // a wait's end as a status
 
   Subprocess process_;
-  UniqueFd channel_;  // our end of the socketpair
-  UniqueFd report_;   // the failure report's read end
+  UniqueFd channel_;                  // our end of the socketpair
+  UniqueFd report_;                   // the failure report's read end
   std::vector<std::string> op_what_;  // the mount script's steps, for errors
   uint32_t uid_ = 0, gid_ = 0;        // the plan's, inside the user namespace
   bool cancelled_ = false;

@@ -155,9 +155,10 @@ TEST(HostConfigTest, TheNativeBlockNamesItsIdRangeAndLandlock) {
   EXPECT_TRUE(ok.backends.native.require_landlock);
   // The range may not reach past 2^31 - 1.
   HostConfig over;
-  auto o = Parse("host {\n  backends {\n    native { first_id = 2147418112  ids = 131072 }\n  "
-                 "}\n}\n",
-                 &over);
+  auto o = Parse(
+      "host {\n  backends {\n    native { first_id = 2147418112  ids = 131072 }\n  "
+      "}\n}\n",
+      &over);
   ASSERT_EQ(o.size(), 1u);
   EXPECT_THAT(o[0], ::testing::StartsWith("E094"));
 }

@@ -548,10 +548,10 @@ std::vector<std::string> Suite::PolicyEnvNames(const std::string& example,
     auto it = env_names_.find(policy);
     if (it != env_names_.end()) return it->second;
   }
-  ProcessResult r = RunWatched(
-      {{o_.safex, "compile", "--search-path", o_.source_dir + "/policies/examples", "--host-config",
-        host_config_, policy},
-       {"PATH=/usr/bin:/bin"}});
+  ProcessResult r =
+      RunWatched({{o_.safex, "compile", "--search-path", o_.source_dir + "/policies/examples",
+                   "--host-config", host_config_, policy},
+                  {"PATH=/usr/bin:/bin"}});
   std::vector<std::string> names;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   if (j.is_object() && j.contains("plan") && j["plan"].is_object()) j = j["plan"];

@@ -9,14 +9,14 @@
 #include <sstream>
 
 #include "drivers/gvisor/gvisor_driver.h"
-#include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/launch_report.h"
-#include "drivers/rootfs.h"
-#include "drivers/run_dir.h"
+#include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_command.h"
 #include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
+#include "drivers/rootfs.h"
+#include "drivers/run_dir.h"
 #include "tests/drivers/test_plans.h"
 
 namespace safex::drivers::gvisor {

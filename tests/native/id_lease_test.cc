@@ -69,8 +69,9 @@ TEST(IdLeaseTest, ADirectoryOthersCanWriteIsRefused) {
 
 TEST(IdLeaseTest, AnAccountInsideTheRangeIsNamed) {
   TempDir t;
-  const std::string passwd = t.Write("passwd", "root:x:0:0:root:/root:/bin/sh\n"
-                                               "svc:x:1879048205:100::/:/bin/false\n");
+  const std::string passwd = t.Write("passwd",
+                                     "root:x:0:0:root:/root:/bin/sh\n"
+                                     "svc:x:1879048205:100::/:/bin/false\n");
   const std::string group = t.Write("group", "root:x:0:\nwheel:x:10:\n");
   Status in_range = CheckIdsUnassigned(1879048192, 65536, passwd, group);
   ASSERT_FALSE(in_range.ok());

@@ -41,24 +41,23 @@ TEST(MountScriptTest, TheStepsComeInTheirOrderWithTheirFlags) {
   const std::vector<MountOp> ops = BuildMountScript(in);
   EXPECT_THAT(
       Steps(ops),
-      ElementsAre(
-          "make every mount private", "bind the run's root at / ro nosuid nodev",
-          "proc at /proc rw nosuid nodev noexec (the run's own pid namespace)",
-          "bind /proc/sys at /proc/sys ro nosuid nodev noexec",
-          "tmpfs at /dev rw nosuid noexec (size=65536,nr_inodes=64,mode=0755)",
-          "mknod /dev/null c 1 3", "mknod /dev/zero c 1 5", "mknod /dev/full c 1 7",
-          "mknod /dev/random c 1 8", "mknod /dev/urandom c 1 9",
-          "symlink /dev/fd -> /proc/self/fd", "symlink /dev/stdin -> /proc/self/fd/0",
-          "symlink /dev/stdout -> /proc/self/fd/1", "symlink /dev/stderr -> /proc/self/fd/2",
-          "mkdir /dev/shm",
-          "tmpfs at /dev/shm rw nosuid nodev noexec "
-          "(size=33554432,nr_inodes=8192,mode=0700,uid=1879048200,gid=1879048200)",
-          "bind /usr at /usr ro nosuid nodev",
-          "tmpfs at /tmp rw nosuid nodev noexec "
-          "(size=8388608,nr_inodes=2048,mode=0700,uid=1879048200,gid=1879048200)",
-          "bind the input at /data/in ro nosuid nodev noexec",
-          "bind the output tmpfs at /data/out rw nosuid nodev noexec",
-          "remount /dev ro nosuid noexec"));
+      ElementsAre("make every mount private", "bind the run's root at / ro nosuid nodev",
+                  "proc at /proc rw nosuid nodev noexec (the run's own pid namespace)",
+                  "bind /proc/sys at /proc/sys ro nosuid nodev noexec",
+                  "tmpfs at /dev rw nosuid noexec (size=65536,nr_inodes=64,mode=0755)",
+                  "mknod /dev/null c 1 3", "mknod /dev/zero c 1 5", "mknod /dev/full c 1 7",
+                  "mknod /dev/random c 1 8", "mknod /dev/urandom c 1 9",
+                  "symlink /dev/fd -> /proc/self/fd", "symlink /dev/stdin -> /proc/self/fd/0",
+                  "symlink /dev/stdout -> /proc/self/fd/1",
+                  "symlink /dev/stderr -> /proc/self/fd/2", "mkdir /dev/shm",
+                  "tmpfs at /dev/shm rw nosuid nodev noexec "
+                  "(size=33554432,nr_inodes=8192,mode=0700,uid=1879048200,gid=1879048200)",
+                  "bind /usr at /usr ro nosuid nodev",
+                  "tmpfs at /tmp rw nosuid nodev noexec "
+                  "(size=8388608,nr_inodes=2048,mode=0700,uid=1879048200,gid=1879048200)",
+                  "bind the input at /data/in ro nosuid nodev noexec",
+                  "bind the output tmpfs at /data/out rw nosuid nodev noexec",
+                  "remount /dev ro nosuid noexec"));
 }
 
 TEST(MountScriptTest, PlanMountsAreAttachedFromTheParentsClonesBelowTheRoot) {

@@ -1,8 +1,8 @@
 // Real native runs through NativeDriver (root): the process's identity and environment, the
 // evidence read back before exec, every limit with its verdict, stdin and outputs, refusals, and
 // Landlock with its forced fallback. Every test also checks that nothing is left on the machine.
-#include <gmock/gmock.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,11 +26,11 @@ std::map<std::string, EnforcedField> ByName(const Enforcement& e) {
 }
 
 TEST_F(NativeTest, TheProgramGetsThePlansIdentityEnvironmentAndNothingElse) {
-  RunResult r = MustRun(NativePlan(),
-                        {"/bin/sh", "-c",
-                         "id -u; id -g; id -G; ls /proc/self/fd; /usr/bin/env; "
-                         "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
-                         "hostname; echo pid $$"});
+  RunResult r =
+      MustRun(NativePlan(), {"/bin/sh", "-c",
+                             "id -u; id -g; id -G; ls /proc/self/fd; /usr/bin/env; "
+                             "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
+                             "hostname; echo pid $$"});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_stream.data;
   const std::string& out = r.stdout_stream.data;
   // uid, gid, no supplementary groups; only 0-2 (and ls's own directory) open.
@@ -47,9 +47,9 @@ TEST_F(NativeTest, TheEvidenceMatchesThePlanAndNamesTheRunsOwnHostId) {
   RunResult r = MustRun(NativePlan(), {"/bin/true"});
   EXPECT_FALSE(r.enforcement.Differs()) << r.enforcement.Differences();
   auto f = ByName(r.enforcement);
-  for (const char* name : {"process.identity", "process.capabilities", "seccomp.mode", "rlimits",
-                           "mounts", "process.host_identity", "cgroup.memory_bytes",
-                           "cgroup.pids_max"}) {
+  for (const char* name :
+       {"process.identity", "process.capabilities", "seccomp.mode", "rlimits", "mounts",
+        "process.host_identity", "cgroup.memory_bytes", "cgroup.pids_max"}) {
     ASSERT_TRUE(f.count(name)) << name;
     EXPECT_EQ(f[name].state, EnforcedField::State::kMatches) << name << ": " << f[name].observed;
   }
@@ -207,11 +207,11 @@ TEST_F(NativeTest, LandlockDeniesWritesTheMountsWouldAllowAndItsAbsenceIsSaid) {
 
 // bpf (321) fails with EPERM; kexec_load (246) kills the program.
 TEST_F(NativeTest, TheSyscallRulesBite) {
-  RunResult r = MustRun(NativePlan(),
-                        {"/usr/bin/python3", "-c",
-                         "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                         "print(libc.syscall(321, 0, 0, 0), ctypes.get_errno(), flush=True)\n"
-                         "libc.syscall(246, 0, 0, 0, 0)\nprint('survived')"});
+  RunResult r =
+      MustRun(NativePlan(), {"/usr/bin/python3", "-c",
+                             "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                             "print(libc.syscall(321, 0, 0, 0), ctypes.get_errno(), flush=True)\n"
+                             "libc.syscall(246, 0, 0, 0, 0)\nprint('survived')"});
   EXPECT_EQ(r.stdout_stream.data, "-1 1\n");
   EXPECT_EQ(r.term_signal, SIGSYS);
 }

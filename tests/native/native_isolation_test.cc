@@ -76,8 +76,7 @@ TEST_F(NativeTest, AConcurrentRunCannotSignalPtraceOrReadAnother) {
   ASSERT_TRUE(attacker.ok()) << attacker.status().ToString();
   // ESRCH (3) and ENOENT (2): the victim does not exist in the attacker's world. kill(-1) only
   // reaches the attacker's own namespace (and kills it, as it asked).
-  EXPECT_THAT(attacker->stdout_stream.data,
-              ::testing::StartsWith("kill 3\nptrace 3\nproc 2\n"));
+  EXPECT_THAT(attacker->stdout_stream.data, ::testing::StartsWith("kill 3\nptrace 3\nproc 2\n"));
   ASSERT_TRUE(victim_result.ok()) << victim_result.status().ToString();
   EXPECT_EQ(victim_result->exit_code, 0);
   EXPECT_EQ(victim_result->stdout_stream.data, "survived\n");

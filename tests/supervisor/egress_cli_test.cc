@@ -54,11 +54,10 @@ class EgressCliTest : public ::testing::Test {
     servers_.Listen(world_->world_fd(), "tcp", "198.18.1.11", 8080);
     servers_.Listen(world_->world_fd(), "tcp", "169.254.169.254", 80);
     servers_.Start();
-    host_config_ = dir_.Write("host.policy",
-                              std::string("host {\n") + testing::kTestBackends +
-                                  "  network {\n    pool = \"198.18.130.0/24\"\n"
-                                  "    uplink = \"" +
-                                  world_->uplink_path() + "\"\n  }\n}\n");
+    host_config_ = dir_.Write("host.policy", std::string("host {\n") + testing::kTestBackends +
+                                                 "  network {\n    pool = \"198.18.130.0/24\"\n"
+                                                 "    uplink = \"" +
+                                                 world_->uplink_path() + "\"\n  }\n}\n");
     before_ = testing::LeakSnapshot::Take();
   }
   void TearDown() override {
@@ -170,8 +169,8 @@ TEST_F(EgressCliTest, OnNativeOnlyTheGrantedHostPortIsReachableToo) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   nlohmann::json seen = nlohmann::json::parse(j["stdout"]["text"].get<std::string>());
   EXPECT_EQ(seen["198.18.1.10:8080"], "ok") << seen.dump();
-  for (const char* denied : {"198.18.1.10:8081", "198.18.1.11:8080", "169.254.169.254:80",
-                             "10.0.0.1:53"}) {
+  for (const char* denied :
+       {"198.18.1.10:8081", "198.18.1.11:8080", "169.254.169.254:80", "10.0.0.1:53"}) {
     EXPECT_NE(seen[denied], "ok") << denied;
   }
   EXPECT_EQ(servers_.Hits("tcp 198.18.1.10:8080"), 1);

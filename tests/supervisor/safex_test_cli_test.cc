@@ -149,8 +149,8 @@ TEST_F(SafexTestCliTest, EveryBuiltInProbeIsDeniedOnGvisorAndMicrovm) {
 
 TEST_F(SafexTestCliTest, EveryBuiltInProbeIsDeniedOnNativeForTheTrustedTool) {
   int status = -1;
-  nlohmann::json rows = Test(
-      {"--builtin", "--backend", "native", Examples() + "/trusted-tool.policy"}, &status);
+  nlohmann::json rows =
+      Test({"--builtin", "--backend", "native", Examples() + "/trusted-tool.policy"}, &status);
   EXPECT_EQ(status, 0) << Failures(rows);
   int probes = 0;
   for (const auto& r : rows) {
