@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/run_id.h"
+
 namespace safex::drivers {
 
 // What every backend needs: execve(2) takes NUL-terminated strings, so a NUL byte inside an
@@ -16,6 +18,30 @@ Status Driver::CheckRequest(const plan::Plan& /*plan*/, const RunRequest& reques
       return Status::InvalidArgument("argv[" + std::to_string(i) +
                                      "] contains a NUL byte, which execve cannot carry");
     }
+  }
+  return Status::Ok();
+}
+
+Status CheckRunnable(const plan::Plan& plan, const RunRequest& req, plan::Backend backend,
+                     bool has_network_provider) {
+  const std::string name = plan::BackendName(backend);
+  if (plan.backend != backend) {
+    return Status::InvalidArgument(name + " driver given a plan for backend " +
+                                   plan::BackendName(plan.backend));
+  }
+  if (!IsValidRunId(req.run_id)) {
+    return Status::InvalidArgument(
+        "run id must be 1-64 of [a-z0-9-] starting with a letter or digit: '" + req.run_id + "'");
+  }
+  const plan::Limits& lim = plan.limits;
+  if (lim.wall_time_ns == 0 || lim.cpu_time_ns == 0 || lim.memory_bytes == 0 || lim.pids == 0 ||
+      lim.open_files == 0 || lim.output_bytes == 0 || lim.disk_bytes == 0 || lim.cpus == 0) {
+    return Status::InvalidArgument("every limit must be set (is the plan verified?)");
+  }
+  if (!plan.network.egress.empty() && !has_network_provider) {
+    return Status::Unavailable(name +
+                               ": the plan grants egress but no network provider is configured; "
+                               "refusing rather than running without the egress rules");
   }
   return Status::Ok();
 }

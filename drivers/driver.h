@@ -86,6 +86,12 @@ struct RunResult {
   bool refused_by_enforcement = false;
 };
 
+// What every backend's Run refuses before anything exists: a plan for another backend, a run id
+// that cannot name per-run resources, a plan with a limit unset (not verified), egress without a
+// network provider (never run without the egress rules).
+Status CheckRunnable(const plan::Plan& plan, const RunRequest& request, plan::Backend backend,
+                     bool has_network_provider);
+
 class Driver {
  public:
   virtual ~Driver() = default;

@@ -40,30 +40,6 @@ bool LooksLikeRunDir(const std::string& dir) {
   return true;
 }
 
-// What Run refuses before anything exists: a plan that is not gVisor's or not verified, a request
-// the backend cannot carry, egress without a network provider.
-Status CheckRun(const plan::Plan& plan, const RunRequest& req, const GvisorOptions& options) {
-  if (plan.backend != plan::Backend::kGvisor) {
-    return Status::InvalidArgument("gvisor driver given a plan for backend " +
-                                   std::string(plan::BackendName(plan.backend)));
-  }
-  if (!IsValidRunId(req.run_id)) {
-    return Status::InvalidArgument(
-        "run id must be 1-64 of [a-z0-9-] starting with a letter or digit: '" + req.run_id + "'");
-  }
-  const plan::Limits& lim = plan.limits;
-  if (lim.wall_time_ns == 0 || lim.cpu_time_ns == 0 || lim.memory_bytes == 0 || lim.pids == 0 ||
-      lim.open_files == 0 || lim.output_bytes == 0 || lim.disk_bytes == 0 || lim.cpus == 0) {
-    return Status::InvalidArgument("every limit must be set (is the plan verified?)");
-  }
-  if (!plan.network.egress.empty() && !options.network_provider) {
-    return Status::Unavailable(
-        "gvisor: the plan grants egress but no network provider is configured; refusing rather "
-        "than running without the egress rules");
-  }
-  return Status::Ok();
-}
-
 std::string BackendMode(const plan::Plan& plan) {
   return "gvisor/" + plan.gvisor.platform +
          (plan.network.egress.empty() ? "/network=none" : "/network=netns");
@@ -205,7 +181,8 @@ RunResult GvisorDriver::RefusedByEvidence(RunResult result, gvisor::RunState& s)
 Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& req) {
   // 0. Refuse what cannot be run faithfully, before anything exists.
   SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
-  SAFEX_RETURN_IF_ERROR(CheckRun(plan, req, options_));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
   SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
   gvisor::SeccompOptions seccomp;  // errnoRet is not honoured by runsc 20240729
   SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,

@@ -102,7 +102,7 @@ void RunState::Teardown(std::chrono::milliseconds grace) {
   net.reset();
   if (cg.valid()) Note("cgroup removal", cg.Destroy());
   Note("unmount stdio", stdio.Close());
-  for (TmpfsMount& m : outputs) Note("unmount " + m.path(), m.Unmount());
+  outputs.UnmountAll([this](const std::string& what, const Status& st) { Note(what, st); });
   Note("removing " + dir.path(), dir.Remove());
 }
 

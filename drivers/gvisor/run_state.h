@@ -20,6 +20,7 @@
 #include "drivers/gvisor/stdio_files.h"
 #include "drivers/net/run_network.h"
 #include "drivers/output_capture.h"
+#include "drivers/run_outputs.h"
 #include "drivers/run_dir.h"
 #include "drivers/sigpipe_block.h"
 
@@ -43,8 +44,7 @@ struct RunState {
   PrivateDir dir;                          // <state root>/<run id>, 0700
   UniqueFd owner_lock;                     // flock'ed for the whole run (see CleanupStale)
   StdioFiles stdio;                        // the program's stdout and stderr (stdio_files.h)
-  std::vector<TmpfsMount> outputs;         // one per kOutput mount
-  std::vector<size_t> output_mount_idx;    // plan mount index of each output
+  RunOutputs outputs;                      // one size-capped tmpfs per kOutput mount
   std::vector<std::string> mount_sources;  // host source of each plan mount ("" for tmpfs)
   cgroup::RunCgroup cg;
   cgroup::Limits cg_limits;  // what was written to it for the plan

@@ -56,24 +56,6 @@ Status ProbeNamespaces() {
   return probed;
 }
 
-Status CheckRun(const plan::Plan& plan, const RunRequest& req, const NativeOptions& options) {
-  if (!IsValidRunId(req.run_id)) {
-    return Status::InvalidArgument(
-        "run id must be 1-64 of [a-z0-9-] starting with a letter or digit: '" + req.run_id + "'");
-  }
-  const plan::Limits& lim = plan.limits;
-  if (lim.wall_time_ns == 0 || lim.cpu_time_ns == 0 || lim.memory_bytes == 0 || lim.pids == 0 ||
-      lim.open_files == 0 || lim.output_bytes == 0 || lim.disk_bytes == 0 || lim.cpus == 0) {
-    return Status::InvalidArgument("every limit must be set (is the plan verified?)");
-  }
-  if (!plan.network.egress.empty() && !options.network_provider) {
-    return Status::Unavailable(
-        "native: the plan grants egress but no network provider is configured; refusing rather "
-        "than running without the egress rules");
-  }
-  return Status::Ok();
-}
-
 BpfAction ToBpf(plan::SyscallAction a) {
   switch (a) {
     case plan::SyscallAction::kAllow:
@@ -188,7 +170,8 @@ Status NativeDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req)
 Result<RunResult> NativeDriver::Run(const plan::Plan& plan, const RunRequest& req) {
   // 0. Refuse what cannot be run faithfully, before anything exists.
   SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
-  SAFEX_RETURN_IF_ERROR(CheckRun(plan, req, options_));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kNative,
+                                      static_cast<bool>(options_.network_provider)));
   SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
   SAFEX_ASSIGN_OR_RETURN(std::vector<sock_filter> seccomp, SeccompProgram(plan.seccomp));
   const native::LandlockRuleset landlock = native::LandlockRulesFor(plan, ready.landlock_abi);

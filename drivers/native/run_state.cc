@@ -22,8 +22,7 @@ void RunState::Teardown() {
   if (cg.valid()) Note("cgroup " + cg.oci_path(), cg.Destroy());
   if (net) Note("network teardown", net->Teardown());
   net.reset();
-  for (TmpfsMount& m : outputs) Note("unmount " + m.path(), m.Unmount());
-  outputs.clear();
+  outputs.UnmountAll([this](const std::string& what, const Status& st) { Note(what, st); });
   owner_lock.Reset();
   if (!dir.path().empty()) Note("remove " + dir.path(), dir.Remove());
   id = IdLease();  // the host id is free again only now that nothing of the run exists

@@ -15,6 +15,7 @@
 #include "drivers/native/sandbox_launch.h"
 #include "drivers/net/run_network.h"
 #include "drivers/run_dir.h"
+#include "drivers/run_outputs.h"
 
 namespace safex::drivers::native {
 
@@ -27,8 +28,7 @@ struct RunState {
   PrivateDir dir;                          // <state_root>/native/<run id>, 0700
   UniqueFd owner_lock;                     // flock'ed for the whole run (CleanupStale skips it)
   std::vector<std::string> mount_sources;  // host side of each plan mount ("" for tmpfs)
-  std::vector<TmpfsMount> outputs;         // one per kOutput mount
-  std::vector<size_t> output_mount_idx;    // plan mount index of each output
+  RunOutputs outputs;                      // one size-capped tmpfs per kOutput mount
   cgroup::RunCgroup cg;
   cgroup::Limits cg_limits;
   std::unique_ptr<net::RunNetwork> net;

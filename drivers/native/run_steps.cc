@@ -21,39 +21,6 @@ Status MakeDir(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-Result<std::string> InputSource(const RunContext& c, RunState& s) {
-  if (c.req.input_dir.empty()) {
-    const std::string empty = s.dir.path() + "/input-empty";
-    if (access(empty.c_str(), F_OK) != 0) SAFEX_RETURN_IF_ERROR(MakeDir(empty, 0555));
-    return empty;
-  }
-  struct stat st;
-  if (c.req.input_dir[0] != '/' || stat(c.req.input_dir.c_str(), &st) != 0 ||
-      !S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument("input_dir must be an existing absolute directory: '" +
-                                   c.req.input_dir + "'");
-  }
-  return c.req.input_dir;
-}
-
-// A fresh size-capped tmpfs for output mount `m`, below the run's private directory, whose root
-// the run's host id owns (the program writes there as that id).
-Result<std::string> MountOutput(const plan::Mount& m, size_t index, RunState& s) {
-  if (m.size_bytes == 0) return Status::InvalidArgument("output mount without a size: " + m.target);
-  if (s.outputs.empty()) SAFEX_RETURN_IF_ERROR(MakeDir(s.dir.path() + "/out", 0700));
-  const std::string dir = s.dir.path() + "/out/" + std::to_string(s.outputs.size());
-  SAFEX_RETURN_IF_ERROR(MakeDir(dir, 0700));
-  TmpfsMount::Options o;
-  o.size_bytes = m.size_bytes;
-  o.uid = s.id.uid();
-  o.gid = s.id.gid();
-  o.mode = 0700;
-  SAFEX_ASSIGN_OR_RETURN(TmpfsMount tm, TmpfsMount::Mount(dir, o));
-  s.outputs.push_back(std::move(tm));
-  s.output_mount_idx.push_back(index);
-  return dir;
-}
-
 Result<std::pair<UniqueFd, UniqueFd>> Pipe() {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
@@ -94,11 +61,13 @@ Status PrepareMountSources(const RunContext& c, RunState& s) {
       case plan::MountKind::kTmpfs:
         break;  // made inside the sandbox's mount namespace
       case plan::MountKind::kInput: {
-        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i], InputSource(c, s));
+        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i], InputSource(c.req.input_dir, s.dir.path()));
         break;
       }
       case plan::MountKind::kOutput: {
-        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i], MountOutput(m, i, s));
+        // Owned by the run's host id: the program writes there as that id.
+        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i],
+                               s.outputs.Add(s.dir.path(), m, i, s.id.uid(), s.id.gid()));
         break;
       }
     }
@@ -215,25 +184,12 @@ void ReadAccounting(const RunContext& c, RunState& s, Observation* o, RunResult*
   if (auto pids = s.cg.PidsLimitHits(); pids.ok()) o->counted.pids_hits = *pids;
   o->counted.pids_max = s.cg_limits.pids_max;
   if (s.net) result->denied_egress = s.net->DeniedCount();
-  for (size_t i = 0; i < s.outputs.size(); ++i) {
-    if (s.outputs[i].Full()) {
-      const plan::Mount& m = c.plan.mounts[s.output_mount_idx[i]];
-      o->counted.full_outputs.emplace_back(m.target, m.size_bytes);
-    }
-  }
+  o->counted.full_outputs = s.outputs.Full(c.plan);
 }
 
 void CollectOutputs(const RunContext& c, RunState& s) {
-  if (!c.req.collect_output) return;
-  for (size_t i = 0; i < s.outputs.size(); ++i) {
-    auto fd = s.outputs[i].OpenRoot();
-    if (!fd.ok()) {
-      s.Note("output " + s.outputs[i].path(), fd.status());
-      continue;
-    }
-    UniqueFd owned(*fd);
-    c.req.collect_output(c.plan.mounts[s.output_mount_idx[i]], owned.get());
-  }
+  s.outputs.Collect(c.plan, c.req.collect_output,
+                    [&s](const std::string& what, const Status& st) { s.Note(what, st); });
 }
 
 }  // namespace safex::drivers::native
