@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstring>
 
+#include "common/exec_prep.h"
 #include "common/pidfd.h"
 #include "common/raw_credentials.h"
 
@@ -133,17 +134,7 @@ struct ChildPlan {
     if (getppid() != p.parent_pid) _exit(127);
   }
 
-  // Ignored signals stay ignored across execve and handlers would run parent code: reset all.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int s = 1; s < NSIG; ++s) {
-    if (s == SIGKILL || s == SIGSTOP) continue;
-    sigaction(s, &dfl, nullptr);  // glibc-reserved signals fail with EINVAL; harmless
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFail(report, kStepSignals);
+  if (!ResetSignalsForExec()) ChildFail(report, kStepSignals);
 
   if (p.new_session && setsid() < 0) ChildFail(report, kStepSetsid);
   // Security: joining another network namespace needs CAP_SYS_ADMIN; the fd names a namespace the
@@ -245,14 +236,6 @@ Status WriteCgroupProcs(const std::string& file, pid_t pid) {
 }
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
 
 ExitStatus FromSiginfo(const siginfo_t& si) {
   ExitStatus st;

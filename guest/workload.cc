@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/exec_prep.h"
 #include "common/raw_credentials.h"
 #include "drivers/exec_candidates.h"
 #include "drivers/sandbox_report_writer.h"
@@ -178,17 +179,7 @@ void ReportAndAwaitGoAhead(int report) {
   report = 3;
   if (close_range(6, ~0U, 0) != 0) ChildFail(report, kStepCloseRange, errno);
   if (setsid() < 0) ChildFail(report, kStepSetsid, errno);
-  // Ignored signals would survive execve: restore every disposition and unblock everything.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    (void)sigaction(sig, &dfl, nullptr);  // EINVAL for the reserved real-time signals is fine
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) ChildFail(report, kStepSignals, errno);
+  if (!ResetSignalsForExec()) ChildFail(report, kStepSignals, errno);
 
   // Security: the child has its own mount namespace (CLONE_NEWNS); nothing here propagates back.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -250,14 +241,6 @@ void ForwardEvidence(int ev_fd, int go_fd, const std::function<bool(const std::s
   if (approve && !approve(report)) return;
   const char go = 'g';
   (void)!write(go_fd, &go, 1);
-}
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
 }
 
 void CloseFd(int& fd) {

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/exec_prep.h"
 #include "common/raw_credentials.h"
 #include "drivers/exec_candidates.h"
 #include "drivers/sandbox_report_writer.h"
@@ -98,16 +99,7 @@ int RunOp(const MountOp& op) {
 void ResetProcess(const ChildSpec& s) {
   if (prctl(PR_SET_PDEATHSIG, s.death_signal) != 0) Fail(s.report_fd, kStepDeathSignal, errno);
   // The parent may already be gone: then the channel is closed and step 7 ends this process.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    (void)sigaction(sig, &dfl, nullptr);  // EINVAL for the reserved real-time signals is fine
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) Fail(s.report_fd, kStepSignals, errno);
+  if (!ResetSignalsForExec()) Fail(s.report_fd, kStepSignals, errno);
   // No controlling terminal: nothing to inject into (TIOCSTI).
   if (setsid() < 0) Fail(s.report_fd, kStepSession, errno);
 }

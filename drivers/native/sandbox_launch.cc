@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/exec_prep.h"
 #include "drivers/exec_candidates.h"
 #include "drivers/native/sandbox_child.h"
 #include "plan/verify.h"
@@ -59,14 +60,6 @@ Result<UniqueFd> OpenOwnSource(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return Status::Errno("open", path, errno);
   return fd;
-}
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
 }
 
 rlim_t CpuRlimitSeconds(uint64_t cpu_ns) {
