@@ -14,20 +14,42 @@ bash scripts/install-deps.sh
 stage "building (release)"
 bash scripts/build.sh
 
-stage "running all tests"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
-
 # One clang build serves both: every library and unit test under ASan+UBSan (also instrumented for
 # libFuzzer's coverage, harmless outside a fuzz target), and the libFuzzer targets on the same
-# objects. One sanitizer build instead of two keeps CI well under its time budget.
-stage "building unit tests and fuzz targets under ASan+UBSan (clang)"
-CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DSAFEX_SANITIZE=ON \
-  -DSAFEX_FUZZ=ON -DSAFEX_TESTS=ON -DSAFEX_BENCH=OFF >/dev/null
-cmake --build build-san -j"$jobs"
-cmake --build build-san -j"$jobs" --target safex_fuzz_all
+# objects. It needs nothing of the machine's state, so it is built, and the fuzz targets run, in
+# the background at the lowest priority while the integration tests run: those are serialized by
+# the machine-wide leak checker (one core is mostly idle meanwhile), and a nice-19 compile takes
+# almost nothing from them on a core they want. Its output is shown at the end (or on failure).
+san_log=$(mktemp /tmp/sxtest-san.XXXXXX)
+# Its own session (setsid), so that a failure of the tests can stop it with everything it started.
+setsid bash -c '
+  set -e
+  CC=clang CXX=clang++ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DSAFEX_SANITIZE=ON \
+    -DSAFEX_FUZZ=ON -DSAFEX_TESTS=ON -DSAFEX_BENCH=OFF >/dev/null
+  nice -n 19 cmake --build build-san -j"$1"
+  nice -n 19 cmake --build build-san -j"$1" --target safex_fuzz_all
+  echo "== fuzz targets"
+  nice -n 19 bash tests/fuzz/run_all.sh build-san "$2"
+' san "$jobs" "${SAFEX_FUZZ_SECONDS:-20}" >"$san_log" 2>&1 &
+san=$!
+stop_san() { kill -- -"$san" 2>/dev/null || true; wait "$san" 2>/dev/null || true; }
+
+stage "running all tests (the sanitizer build and the fuzz targets in the background)"
+if ! (cd build && ctest --output-on-failure -j"$jobs" --timeout 900); then
+  stop_san
+  exit 1
+fi
+
+stage "waiting for the sanitizer build and the fuzz targets"
+if ! wait "$san"; then
+  tail -n 200 "$san_log"
+  echo "== the sanitizer build or a fuzz target FAILED"
+  exit 1
+fi
+grep -E '^(fuzz: |Done |== )' "$san_log" || true
+rm -f "$san_log"
+
 stage "running unit tests under ASan+UBSan"
 (cd build-san && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j"$jobs" -L unit)
-stage "running fuzz targets"
-bash tests/fuzz/run_all.sh build-san "${SAFEX_FUZZ_SECONDS:-20}"
 stage "all tests passed"

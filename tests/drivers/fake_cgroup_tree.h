@@ -161,7 +161,7 @@ class FakeKernelFs : public HostCgroupFs {
 class TempTree {
  public:
   TempTree() {
-    char tmpl[] = "/tmp/safex-cgtest-XXXXXX";
+    char tmpl[] = "/tmp/sxtest-cg-XXXXXX";  // not /tmp/safex-*: see tests/support/temp_dir.h
     path_ = mkdtemp(tmpl);
   }
   ~TempTree() { safex::RemoveTree(path_).ok(); }

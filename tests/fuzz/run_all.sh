@@ -10,7 +10,9 @@ shopt -s nullglob
 for bin in "$build"/fuzz/*; do
   [[ -x "$bin" ]] || continue
   name=$(basename "$bin")
-  work=$(mktemp -d /tmp/safex-fuzz.XXXXXX)
+  # Not /tmp/safex-*: the leak checker of the integration tests, which may run meanwhile
+  # (scripts/test.sh), counts those as the product's own temp dirs.
+  work=$(mktemp -d /tmp/sxfuzz.XXXXXX)
   seeds=()
   for d in "$here"/*/corpus/"$name"; do seeds+=("$d"); done
   echo "fuzz: $name for ${seconds}s"
