@@ -249,7 +249,7 @@ const char* ChildStepName(int32_t step) {
     case kStepUserns:
       return "unshare(CLONE_NEWUSER)";
     case kStepMaps:
-      return "waiting for the uid/gid maps and the cgroup";
+      return "waiting for the uid/gid maps";
     case kStepCgroupns:
       return "unshare(CLONE_NEWCGROUP)";
     case kStepBoundingSet:

@@ -14,9 +14,10 @@
 //      channel to the parent; everything else closed (the bind sources and the netns too);
 //   5. pivot_root into the new root, the old root detached: the host's tree is unreachable;
 //   6. host name, rlimits, no supplementary groups;
-//   7. a new user namespace, then it waits on the channel while the parent places it in the
-//      run's cgroup and writes its uid and gid maps (one id: the plan's id inside is the run's
-//      leased id outside; nothing else is mapped);
+//   7. a new user namespace, then it waits on the channel while the parent writes its uid and gid
+//      maps (one id: the plan's id inside is the run's leased id outside; nothing else is
+//      mapped). The parent placed it in the run's cgroup right after the clone, while steps 1-6
+//      ran, and always before this answer;
 //   8. a new cgroup namespace (rooted at the run's cgroup), the bounding set emptied, the plan's
 //      gid and uid, every capability dropped, the parent-death signal again (a credential change
 //      clears it), no_new_privs;
@@ -55,7 +56,7 @@ enum ChildStep : int32_t {
   kStepRlimit,
   kStepGroups,
   kStepUserns,
-  kStepMaps,  // the parent did not place and map the process
+  kStepMaps,  // the parent did not map its ids
   kStepCgroupns,
   kStepBoundingSet,
   kStepGid,
