@@ -23,6 +23,7 @@ BUILD_PKGS=(
 )
 RUN_PKGS=(
   nftables iproute2 python3 nodejs procps util-linux ca-certificates
+  python3-yaml  # tests/serve/api_contract_test.py reads docs/openapi.yaml
   systemd  # systemd-analyze: tests/serve checks packaging/safex.service (nothing is started)
   bubblewrap  # bench/native measures the native backend against it (never used by safex)
 )

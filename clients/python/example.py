@@ -22,7 +22,7 @@ def main():
     client = SafexClient(sys.argv[1] if len(sys.argv) > 1 else "/run/safex/safex.sock")
     try:
         handle = client.run(
-            "python-untrusted", ["python3", "main.py"],
+            "python-untrusted", ["python3", "/data/in/main.py"],  # input files are in /data/in
             files={"main.py": PROGRAM},
             on_stdout=lambda text: print("out:", text, end=""),
             on_stderr=lambda text: print("err:", text, end="", file=sys.stderr))
