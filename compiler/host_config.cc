@@ -392,21 +392,22 @@ void Allow(const Statement& x, Diags& d, ServiceSettings& svc) {
   for (const Statement& y : x.block) {
     std::string kw = Keyword(y, d);
     if (kw.empty()) continue;
-    if (kw != "users" && kw != "groups") {
-      std::string near = dsl::ClosestMatch(kw, {"users", "groups"});
+    if (kw != "users" && kw != "groups" && kw != "auditors") {
+      std::string near = dsl::ClosestMatch(kw, {"users", "groups", "auditors"});
       d.Error("E020", y.head[0].span, "unknown allow setting `" + kw + "`",
-              near.empty() ? "expected `users` or `groups`" : "did you mean `" + near + "`?");
+              near.empty() ? "expected `users`, `groups` or `auditors`"
+                           : "did you mean `" + near + "`?");
       continue;
     }
     if (!seen.insert(kw).second) {
       d.Error("E025", y.head[0].span, "`" + kw + "` is set twice");
       continue;
     }
-    Principals(y, d, kw, kw == "users" ? rule.users : rule.groups);
+    Principals(y, d, kw, kw == "users" ? rule.users : kw == "groups" ? rule.groups : rule.auditors);
   }
-  if (rule.users.empty() && rule.groups.empty() && d.errors() == 0) {
+  if (rule.users.empty() && rule.groups.empty() && rule.auditors.empty() && d.errors() == 0) {
     d.Error("E023", x.span, "this `allow` rule names no user or group",
-            "write `users = [...]` or `groups = [...]` inside it");
+            "write `users = [...]`, `groups = [...]` or `auditors = [...]` inside it");
   }
   svc.allow.push_back(std::move(rule));
 }
@@ -439,7 +440,11 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
                                                       "refusal_burst",
                                                       "refusal_argv_bytes",
                                                       "audit_reserve",
-                                                      "audit_check_interval"};
+                                                      "audit_check_interval",
+                                                      "results_ttl",
+                                                      "max_retained_runs",
+                                                      "results_max_bytes",
+                                                      "max_download"};
   std::set<std::string> seen;
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
@@ -546,6 +551,28 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
        : kw == "max_argv_bytes" ? svc.max_argv_bytes
        : kw == "max_stdin"      ? svc.max_stdin_bytes
                                 : svc.max_input_bytes) = *size;
+    } else if (kw == "results_ttl") {
+      auto t = ReadDuration(v, d, kw);
+      if (!t) continue;
+      if (*t < 1'000'000'000ull || *t > 86400'000'000'000ull) {
+        d.Error("E023", v.span, "`results_ttl` must be between 1s and 24h");
+        continue;
+      }
+      svc.results_ttl_ns = *t;
+    } else if (kw == "results_max_bytes" || kw == "max_download") {
+      auto size = ReadSize(v, d, kw);
+      if (!size) continue;
+      if (*size > (64ull << 30) || (kw == "max_download" && *size == 0)) {
+        d.Error(
+            "E023", v.span,
+            "`" + kw + "` must be between " + (kw == "max_download" ? "1B" : "0B") + " and 64GiB");
+        continue;
+      }
+      (kw == "max_download" ? svc.max_download_bytes : svc.results_max_bytes) = *size;
+    } else if (kw == "max_retained_runs") {
+      auto n = ReadInteger(v, d, kw, 1, 100000);
+      if (!n) continue;
+      svc.max_retained_runs = static_cast<uint32_t>(*n);
     } else if (kw == "request_timeout" || kw == "drain_timeout") {
       auto t = ReadDuration(v, d, kw);
       if (!t) continue;

@@ -93,6 +93,9 @@ struct AllowRule {
   std::string policy;  // a policy name ([a-z0-9-]+) or "*"
   std::vector<Principal> users;
   std::vector<Principal> groups;
+  // Users who may see, follow and fetch the files of other callers' runs of this policy through
+  // the runs API (docs/api.md), without running anything themselves.
+  std::vector<Principal> auditors;
 };
 
 struct ServiceSettings {
@@ -122,6 +125,13 @@ struct ServiceSettings {
   uint64_t audit_reserve_bytes = 256ull << 20;
   uint64_t audit_check_interval_ns = 600'000'000'000ull;
   uint64_t drain_timeout_ns = 30'000'000'000ull;
+  // The runs API (docs/api.md): how long a finished run's result, events and output files stay
+  // with the service, how many runs it holds, how many bytes of output files all of them keep,
+  // and the largest file one download may return.
+  uint64_t results_ttl_ns = 600'000'000'000ull;
+  uint32_t max_retained_runs = 1000;
+  uint64_t results_max_bytes = 256ull << 20;
+  uint64_t max_download_bytes = 64ull << 20;
   std::vector<AllowRule> allow;
 };
 

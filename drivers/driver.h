@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -24,6 +25,13 @@ namespace safex::drivers {
 // files fd-relative from it (supervisor/output). Must not keep dirfd after returning.
 using OutputCollector = std::function<void(const plan::Mount& mount, int dirfd)>;
 
+// Called with the bytes of stdout (`which` 0) or stderr (1) as the capture keeps them, in order,
+// while the run goes on (the service streams validated output from them). Runs on the driver's
+// supervising thread: it must be quick and must not throw. Bytes past the output cap are never
+// passed. Every backend calls it as the bytes arrive on the host (gVisor and native from the
+// program's pipes or files, microvm from the agent's frames).
+using OutputObserver = std::function<void(int which, std::string_view bytes)>;
+
 // What the caller asks to run under a (verified) plan.
 struct RunRequest {
   std::string run_id;             // unique, [a-z0-9-]; names per-run resources
@@ -31,6 +39,7 @@ struct RunRequest {
   std::optional<std::string> stdin_data;  // bytes fed to stdin; /dev/null when absent
   std::string input_dir;                  // host dir for the plan's kInput mount ("" if none)
   OutputCollector collect_output;         // may be empty: outputs are then discarded
+  OutputObserver on_output;               // may be empty
   // Cancellation: set non-zero (from any thread) to stop the run early, e.g. the supervisor was
   // told to stop (the value is the signal it got; drivers only test for non-zero). The driver
   // then kills the sandbox, tears everything down as it always does and returns a RunResult with

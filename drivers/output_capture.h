@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "drivers/driver.h"
 
@@ -12,8 +13,10 @@ namespace safex::drivers {
 
 class OutputCapture {
  public:
-  OutputCapture(CapturedStream* out, CapturedStream* err, uint64_t cap)
-      : streams_{out, err}, cap_(cap) {}
+  // `observer` (may be null or empty) sees every kept byte as it is kept (driver.h).
+  OutputCapture(CapturedStream* out, CapturedStream* err, uint64_t cap,
+                const OutputObserver* observer = nullptr)
+      : streams_{out, err}, cap_(cap), observer_(observer && *observer ? observer : nullptr) {}
 
   // `which`: 0 stdout, 1 stderr. Past the cap, capture stops, the stream is marked truncated and
   // exceeded() turns true: the run is stopped for its output limit.
@@ -24,6 +27,7 @@ class OutputCapture {
     s->data.append(data, room);
     used_ += room;
     s->total_bytes += room;
+    if (observer_ != nullptr && room > 0) (*observer_)(which, std::string_view(data, room));
     if (room < n) {
       s->truncated = true;
       stopped_ = true;
@@ -34,6 +38,7 @@ class OutputCapture {
  private:
   CapturedStream* streams_[2];
   uint64_t cap_;
+  const OutputObserver* observer_;
   uint64_t used_ = 0;
   bool stopped_ = false;
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -155,6 +156,7 @@ class RunAttempt {
     request_.argv = spec_.argv;
     request_.stdin_data = std::move(spec_.stdin_data);  // moved, not copied: up to 64 MiB
     request_.cancel = spec_.cancel;
+    request_.on_output = spec_.on_output;
     return driver_->CheckRequest(plan_, request_);
   }
 
@@ -163,6 +165,8 @@ class RunAttempt {
   //    root's private directory, which no other host user can traverse.
   Status Prepare() {
     if (int sig = Cancelled(); sig != 0) {
+      if (sig == kCancelRequested)
+        return Status::FailedPrecondition(CancelReason() + " before it started");
       return Status::FailedPrecondition(
           fmt::format("interrupted before the run started (signal {})", sig));
     }
@@ -234,7 +238,15 @@ class RunAttempt {
 
  private:
   int Cancelled() const {
-    return spec_.cancel != nullptr ? spec_.cancel->load(std::memory_order_relaxed) : 0;
+    return spec_.cancel != nullptr ? spec_.cancel->load(std::memory_order_acquire) : 0;
+  }
+  std::string CancelReason() const {
+    std::string why = spec_.cancel_reason ? spec_.cancel_reason() : "";
+    return why.empty() ? "cancelled by the caller" : why;
+  }
+  bool OutputRejected() const {
+    return (report_.stdout_report && report_.stdout_report->rejected) ||
+           (report_.stderr_report && report_.stderr_report->rejected);
   }
 
   // Inside the audited section: the driver's run and everything decided from its result.
@@ -278,15 +290,29 @@ class RunAttempt {
       report_.limits_fired.push_back(drivers::LimitHitName(r.limit));
     }
     Validate(r, files);
+    const int cancel = Cancelled();
+    // Stopped because the output streamed so far was rejected: the whole captured output holds
+    // what was rejected, so its validation says so again and decides the verdict.
+    if (r.interrupted && cancel == kCancelForOutput && OutputRejected()) {
+      report_.verdict = Verdict::kValidatorRejected;
+    }
     if (report_.reason.empty() && output_dir_.valid()) Deliver(files, &end);
     report_.exit_status = ExitStatusOf(report_.verdict, r);
     if (report_.verdict == Verdict::kInterrupted) {
-      int sig = Cancelled();
-      if (sig > 0 && sig < 64) report_.exit_status = 128 + sig;
-      report_.reason = fmt::format(
-          "interrupted: the supervisor was told to stop (signal {}); the sandbox was killed and "
-          "removed",
-          sig);
+      if (cancel > 0 && cancel < 64) report_.exit_status = 128 + cancel;
+      if (cancel == kCancelRequested) {
+        report_.exit_status = 128 + SIGINT;
+        report_.reason = CancelReason() + "; the sandbox was killed and removed";
+      } else if (cancel == kCancelForOutput) {
+        report_.reason =
+            "interrupted: its streamed output was rejected, but the whole output did not "
+            "reject again (a validator inconsistency; the operator's log has it)";
+      } else {
+        report_.reason = fmt::format(
+            "interrupted: the supervisor was told to stop (signal {}); the sandbox was killed "
+            "and removed",
+            cancel);
+      }
       end.error = report_.reason;
     }
     FillEnd(r, files, &end);

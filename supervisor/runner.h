@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,14 @@ struct RunnerOptions {
   std::string audit_db;
 };
 
+// Values of RunSpec::cancel besides signal numbers.
+// A caller asked for the run to stop (the runs API: DELETE, or a waiting client went away):
+// verdict interrupted, exit status 130, the reason from RunSpec::cancel_reason.
+inline constexpr int kCancelRequested = 1000;
+// The output, validated while the run went on, was rejected (a reject pattern or size cap):
+// the run is stopped at once and ends validator-rejected with the rejecting finding.
+inline constexpr int kCancelForOutput = 1001;
+
 // What the caller asked for, besides the policy.
 struct RunSpec {
   std::vector<std::string> argv;
@@ -57,6 +66,11 @@ struct RunSpec {
   // torn down, and the run ends with verdict `interrupted` and exit status 128 + the value.
   // Set before the run starts: the request is refused. nullptr: never.
   const std::atomic<int>* cancel = nullptr;
+  // With cancel == kCancelRequested: who asked, for the reason and the end event (e.g.
+  // "cancelled by uid 1000"). Empty: "cancelled by the caller".
+  std::function<std::string()> cancel_reason;
+  // Sees the program's output as the backend captures it (drivers/driver.h). Empty: nobody.
+  drivers::OutputObserver on_output;
   // A directory made for this run alone that crash recovery removes if the owner dies (the
   // daemon's per-run input directory). Recorded in the run record; Execute does not remove it.
   std::string owned_dir;

@@ -27,7 +27,8 @@ class Supervisor {
         io_(io),
         s_(s),
         result_(result),
-        capture_(&result->stdout_stream, &result->stderr_stream, c.plan.limits.output_bytes) {
+        capture_(&result->stdout_stream, &result->stderr_stream, c.plan.limits.output_bytes,
+                 &c.req.on_output) {
     static const std::string kNoStdin;
     stdin_ = c.req.stdin_data ? &*c.req.stdin_data : &kNoStdin;  // not copied
     if (io_.stdin_pipe && stdin_->empty()) io_.stdin_pipe->write.Reset();

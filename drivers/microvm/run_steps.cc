@@ -269,6 +269,7 @@ SessionConfig BuildSessionConfig(const plan::Plan& plan, const drivers::RunReque
   sc.collect_timeout = o.collect_timeout;
   sc.outputs = v.receiver ? &*v.receiver : nullptr;
   sc.cancel = req.cancel;
+  sc.on_output = &req.on_output;
   if (o.started_observer) {
     sc.on_started = [&o, &req] { o.started_observer(req.run_id); };
   }

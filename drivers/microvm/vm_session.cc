@@ -303,7 +303,12 @@ class Session {
       uint64_t have = r_.stdout_data.size() + r_.stderr_data.size();
       uint64_t room = c_.output_cap > have ? c_.output_cap - have : 0;
       std::string& dst = f.type == FrameType::kStdout ? r_.stdout_data : r_.stderr_data;
-      dst.append(f.payload, 0, static_cast<size_t>(std::min<uint64_t>(room, f.payload.size())));
+      const size_t kept = static_cast<size_t>(std::min<uint64_t>(room, f.payload.size()));
+      dst.append(f.payload, 0, kept);
+      if (c_.on_output != nullptr && *c_.on_output && kept > 0) {
+        (*c_.on_output)(f.type == FrameType::kStdout ? 0 : 1,
+                        std::string_view(f.payload).substr(0, kept));
+      }
       if (f.payload.size() > room) r_.output_cap_hit = true;
       return;
     }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "drivers/driver.h"
 #include "drivers/microvm/guest_spec.h"
 #include "drivers/microvm/output_receiver.h"
 
@@ -37,6 +38,8 @@ struct SessionConfig {
   std::chrono::nanoseconds wall_timeout{std::chrono::seconds(30)};
   std::chrono::nanoseconds collect_timeout{std::chrono::seconds(30)};
   OutputReceiver* outputs = nullptr;  // null: the plan has no output mount
+  // Sees stdout (0) and stderr (1) bytes as they are accepted (drivers/driver.h). Borrowed.
+  const drivers::OutputObserver* on_output = nullptr;
   size_t console_tail_bytes = 8 * 1024;
   size_t stderr_keep_bytes = 4 * 1024;
   // Cancellation (RunRequest::cancel): non-zero ends the session in any phase, within

@@ -25,7 +25,8 @@ class Supervisor {
       : c_(c),
         io_(io),
         s_(s),
-        capture_(&result->stdout_stream, &result->stderr_stream, c.plan.limits.output_bytes) {}
+        capture_(&result->stdout_stream, &result->stderr_stream, c.plan.limits.output_bytes,
+                 &c.req.on_output) {}
 
   Observation Run() {
     start_ = Clock::now();

@@ -65,6 +65,15 @@ Result<AccessControl> AccessControl::Create(const std::vector<compiler::AllowRul
       if (!gid.ok()) return gid.status().With("allow \"" + r.policy + "\"");
       rule.gids.insert(*gid);
     }
+    for (const compiler::Principal& p : r.auditors) {
+      if (p.id) {
+        rule.auditors.insert(*p.id);
+        continue;
+      }
+      auto uid = ResolveUser(p.name);
+      if (!uid.ok()) return uid.status().With("allow \"" + r.policy + "\" auditors");
+      rule.auditors.insert(*uid);
+    }
     ac.rules_.push_back(std::move(rule));
   }
   return ac;
@@ -91,9 +100,17 @@ bool AccessControl::Allowed(const Caller& caller, const std::string& policy) con
   return false;
 }
 
+bool AccessControl::Audits(const Caller& caller, const std::string& policy) const {
+  for (const Rule& r : rules_) {
+    if (r.policy != "*" && r.policy != policy) continue;
+    if (r.auditors.count(caller.uid) > 0) return true;
+  }
+  return false;
+}
+
 bool AccessControl::Named(const Caller& caller) const {
   for (const Rule& r : rules_) {
-    if (RuleNames(r.uids, r.gids, caller)) return true;
+    if (RuleNames(r.uids, r.gids, caller) || r.auditors.count(caller.uid) > 0) return true;
   }
   return false;
 }

@@ -29,6 +29,9 @@ class AccessControl {
   static Result<AccessControl> Create(const std::vector<compiler::AllowRule>& rules);
 
   bool Allowed(const Caller& caller, const std::string& policy) const;
+  // Whether a rule for `policy` (or "*") names the caller's uid in `auditors`: it may see,
+  // follow and fetch the files of other callers' runs of that policy (docs/api.md).
+  bool Audits(const Caller& caller, const std::string& policy) const;
   // Whether any rule names the caller (its uid or one of its gids), for any policy. Callers named
   // by no rule can never run anything: the service refuses them after the request head, without
   // reading a body, and holds only a small share of its connections for them.
@@ -40,6 +43,7 @@ class AccessControl {
     std::string policy;  // or "*"
     std::set<uint32_t> uids;
     std::set<uint32_t> gids;
+    std::set<uint32_t> auditors;  // uids
   };
   std::vector<Rule> rules_;
 };

@@ -226,11 +226,14 @@ const char* ReasonPhrase(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 202: return "Accepted";
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
     case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";

@@ -22,6 +22,8 @@ const char* RefusalReasonName(RefusalReason r) {
       return "timeout";
     case RefusalReason::kPolicy:
       return "policy";
+    case RefusalReason::kCancelled:
+      return "cancelled";
   }
   return "other";
 }

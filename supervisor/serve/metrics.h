@@ -24,8 +24,9 @@ enum class RefusalReason {
   kConnections,    // too many open connections
   kTimeout,        // the request did not arrive in time
   kPolicy,         // the policy or plan was refused (does not compile, exceeds ceilings, ...)
+  kCancelled,      // an admitted run cancelled before it started (DELETE, its client gone)
 };
-inline constexpr size_t kRefusalReasons = 8;
+inline constexpr size_t kRefusalReasons = 9;
 const char* RefusalReasonName(RefusalReason r);
 
 class Metrics {

@@ -26,6 +26,10 @@ std::string ServeInputsDir(const std::string& state_dir) {
   return supervisor::PrivateRootFor(state_dir) + "/requests";
 }
 
+std::string ServeResultsDir(const std::string& state_dir) {
+  return supervisor::PrivateRootFor(state_dir) + "/results";
+}
+
 std::string RecoveryReport::SandboxesText() const {
   std::string text;
   for (const auto& [backend, n] : sandboxes_removed) {
@@ -76,16 +80,12 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends
   //    versions before <state dir>/private kept them in.
   note("legacy input dir",
        RemoveIfPresent(options.state_dir + "/serve.inputs", &report.input_dirs_removed));
-  const std::string inputs = ServeInputsDir(options.state_dir);
-  if (DIR* d = opendir(inputs.c_str()); d != nullptr) {
-    std::vector<std::string> names;
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-    for (const std::string& n : names) {
-      note("input dir", RemoveIfPresent(inputs + "/" + n, &report.input_dirs_removed));
+  // Request input files and the output files kept for the runs API: a previous instance's runs
+  // are over (their results are in the audit log), so what it kept for them goes.
+  for (const std::string& dir :
+       {ServeInputsDir(options.state_dir), ServeResultsDir(options.state_dir)}) {
+    for (const std::string& n : ListDirectoryOrEmpty(dir)) {
+      note("kept run files", RemoveIfPresent(dir + "/" + n, &report.input_dirs_removed));
     }
   }
 

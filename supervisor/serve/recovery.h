@@ -52,5 +52,8 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends
 
 // The directory under `state_dir` where the daemon writes request input files, one per run.
 std::string ServeInputsDir(const std::string& state_dir);
+// The directory under `state_dir` where the daemon keeps runs' output files for the runs API
+// (docs/api.md), one directory per run, removed after results_ttl.
+std::string ServeResultsDir(const std::string& state_dir);
 
 }  // namespace safex::serve

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +32,7 @@
 #include "audit/time_format.h"
 #include "common/fs_tree.h"
 #include "common/run_id.h"
+#include "common/sha256.h"
 #include "common/utf8.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/backends_config.h"
@@ -41,9 +44,12 @@
 #include "supervisor/serve/access.h"
 #include "supervisor/serve/base64.h"
 #include "supervisor/serve/http_parser.h"
+#include "supervisor/serve/live_events.h"
 #include "supervisor/serve/metrics.h"
 #include "supervisor/serve/policy_store.h"
 #include "supervisor/serve/refusal_limiter.h"
+#include "supervisor/serve/result_files.h"
+#include "supervisor/serve/run_table.h"
 #include "supervisor/serve/submit_request.h"
 #include "supervisor/serve/unix_socket.h"
 
@@ -75,13 +81,13 @@ int64_t WallNs() {
 
 // The body of every refusal: the same object `safex run --json` prints for a refusal, plus the
 // HTTP-level error.
-std::string RefusalBody(const supervisor::RunReport& report, int http_status) {
+json RefusalJson(const supervisor::RunReport& report, int http_status) {
   json j = supervisor::ReportToJson(report);
   j["error"] = {{"status", http_status}, {"message", report.reason}};
-  return Dump(j);
+  return j;
 }
 
-std::string RunBody(const supervisor::RunReport& report) {
+json RunJson(const supervisor::RunReport& report) {
   json j = supervisor::ReportToJson(report);
   // JSON carries UTF-8 only; bytes the policy let through that are not UTF-8 travel as base64 so
   // that `safex submit` prints exactly what `safex run` would.
@@ -95,8 +101,19 @@ std::string RunBody(const supervisor::RunReport& report) {
   // The rendered diagnostics as `safex run` prints them (the "diagnostics" field is escaped for
   // logs); they come from the operator's policy files, not from the program.
   if (!report.diagnostics.empty()) j["diagnostics_text"] = report.diagnostics;
-  return Dump(j);
+  return j;
 }
+
+json ErrorJson(int status, const std::string& message) {
+  return json{{"error", {{"status", status}, {"message", message}}}};
+}
+
+// What a run's HTTP answer is once it has ended: the status and the body (the result object, or
+// the refusal's). Kept with the run for waiting clients, GET and the `result` event.
+struct RunAnswer {
+  int status = 200;
+  json body;
+};
 
 json SummaryJson(const audit::RunSummary& r) {
   json argv = json::array();
@@ -123,7 +140,9 @@ json SummaryJson(const audit::RunSummary& r) {
 }
 
 struct Conn {
-  enum class State { kReading, kWaiting, kWriting };
+  // kAwaiting: answered when its run ends (POST with wait, a retried POST); kStreaming: follows
+  // a run's events (chunked); both are fed by PumpRuns.
+  enum class State { kReading, kWaiting, kWriting, kAwaiting, kStreaming };
   uint64_t id = 0;
   UniqueFd fd;
   Caller caller;
@@ -141,15 +160,20 @@ struct Conn {
   bool in_epoll = true;
   std::string out;
   size_t out_off = 0;
+  // kAwaiting / kStreaming: the run, the next event to send (streaming), whether the client
+  // going away cancels the run (a waiting POST), and since when unsent bytes have not moved.
+  std::shared_ptr<RunEntry> run;
+  size_t next_event = 0;
+  bool cancel_on_hangup = false;
+  bool stream_ended = false;
+  Clock::time_point stalled_since{};
 
   explicit Conn(HttpLimits limits) : parser(limits) {}
 };
 
 struct Job {
-  uint64_t conn = 0;
+  std::shared_ptr<RunEntry> entry;  // id given at admission (a client learns it at once)
   Caller caller;
-  std::string run_id;  // given at admission (the client learns it from a 102 response)
-  int64_t admitted_ns = 0;
   SubmitRequest request;
 };
 
@@ -167,6 +191,7 @@ struct Server::Impl {
   std::unique_ptr<drivers::Backends> backends;  // outlives runner (declared first)
   std::unique_ptr<supervisor::Runner> runner;
   std::unique_ptr<PolicyStore> policies;
+  std::unique_ptr<RunTable> table;  // the runs API's runs (run_table.h)
   Metrics metrics;
   RecoveryReport recovery;
   std::vector<std::unique_ptr<audit::AuditLog>> worker_logs;
@@ -334,47 +359,46 @@ struct Server::Impl {
   }
 
   // Records a refusal on `log`; when the log cannot take it, says so in the service log and
-  // returns the 500 response to send instead (a refusal is never answered unrecorded as if it
-  // had been recorded).
-  std::optional<std::string> RecordRefusal(audit::AuditLog& log, const supervisor::RunSpec& spec,
-                                           supervisor::RunReport* report) {
+  // returns the 500 answer to send instead (a refusal is never answered unrecorded as if it had
+  // been recorded).
+  std::optional<RunAnswer> RecordRefusal(audit::AuditLog& log, const supervisor::RunSpec& spec,
+                                         supervisor::RunReport* report) {
     Status st = supervisor::Runner::RecordRefusal(log, spec, report, svc().refusal_argv_bytes);
     if (st.ok()) return std::nullopt;
     metrics.refusals_unrecorded.fetch_add(1);
     ServeError("a refusal of uid " +
                (spec.requester.uid ? std::to_string(*spec.requester.uid) : std::string("?")) +
                " could not be recorded in the audit log (answered 500): " + st.message());
-    json j = {{"error",
-               {{"status", 500},
-                {"message", "the service could not record this refusal in its audit log"}}},
-              {"run_id", report->run_id},
-              {"verdict", "refused"},
-              {"exit_status", supervisor::kExitRefused},
-              {"reason", "service error: the refusal could not be recorded: " + st.message()}};
-    return FormatResponse(500, kJson, Dump(j));
+    json j = ErrorJson(500, "the service could not record this refusal in its audit log");
+    j["run_id"] = report->run_id;
+    j["verdict"] = "refused";
+    j["exit_status"] = supervisor::kExitRefused;
+    j["reason"] = "service error: the refusal could not be recorded: " + st.message();
+    return RunAnswer{500, std::move(j)};
   }
 
-  // Refuses a run request: recorded first (side thread), then answered.
-  void RefuseRun(uint64_t conn, int http_status, RefusalReason why, const std::string& message,
-                 const Caller& caller, const std::string& policy,
-                 const std::vector<std::string>& argv, std::vector<std::string> headers = {}) {
+  // Refuses a run request: recorded first (side thread), then answered through `deliver`.
+  // `run_id`: the id an admitted run already has ("" : a new one).
+  void RefuseWith(std::function<void(RunAnswer)> deliver, int http_status, RefusalReason why,
+                  const std::string& message, const Caller& caller, const std::string& policy,
+                  const std::vector<std::string>& argv, const std::string& run_id = "") {
     metrics.Refused(why);
     supervisor::RunReport report;
-    report.run_id = audit::NewRunId();
+    report.run_id = run_id.empty() ? audit::NewRunId() : run_id;
     report.reason = message;
     report.policy_name = policy;
     supervisor::RunSpec spec;
     spec.argv = argv;
     spec.requester = {caller.uid, caller.gid, caller.pid};
-    auto respond = [this, conn, http_status, headers](const supervisor::RunReport& r) {
-      Complete(conn, FormatResponse(http_status, kJson, RefusalBody(r, http_status), headers));
+    auto respond = [deliver, http_status](const supervisor::RunReport& r) {
+      deliver(RunAnswer{http_status, RefusalJson(r, http_status)});
     };
     if (!AdmitRefusalRecord(caller.uid, why)) {
       report.reason += kCountedNote;
       return respond(report);
     }
-    bool posted = PostSide([this, report, spec, respond, conn](audit::AuditLog& log) mutable {
-      if (auto failed = RecordRefusal(log, spec, &report)) return Complete(conn, *failed);
+    bool posted = PostSide([this, report, spec, respond, deliver](audit::AuditLog& log) mutable {
+      if (auto failed = RecordRefusal(log, spec, &report)) return deliver(std::move(*failed));
       respond(report);
     });
     if (!posted) {
@@ -384,6 +408,33 @@ struct Server::Impl {
       report.reason += kCountedNote;
       respond(report);
     }
+  }
+
+  // A request refused before it was admitted: answered on its connection.
+  void RefuseRun(uint64_t conn, int http_status, RefusalReason why, const std::string& message,
+                 const Caller& caller, const std::string& policy,
+                 const std::vector<std::string>& argv, std::vector<std::string> headers = {}) {
+    RefuseWith(
+        [this, conn, headers](RunAnswer a) {
+          Complete(conn, FormatResponse(a.status, kJson, Dump(a.body), headers));
+        },
+        http_status, why, message, caller, policy, argv);
+  }
+
+  // An admitted run refused before a worker started it (shutdown, cancelled while queued): the
+  // refusal is its result, for whoever waits for it or asks later.
+  void RefuseAdmitted(const Job& job, int http_status, RefusalReason why,
+                      const std::string& message) {
+    std::shared_ptr<RunEntry> entry = job.entry;
+    RefuseWith([this, entry](RunAnswer a) { FinishRun(*entry, std::move(a), "", {}); }, http_status,
+               why, message, job.caller, job.request.policy, job.request.argv, entry->run_id);
+  }
+
+  // A run has ended (or was refused after admission): its answer and kept files go to the table,
+  // which wakes its waiting and following clients.
+  void FinishRun(RunEntry& e, RunAnswer answer, std::string files_dir, ResultFileList files) {
+    table->Finish(e, answer.status, std::move(answer.body), std::move(files_dir), std::move(files),
+                  WallNs());
   }
 
   // Writes the summary events that are due (all pending ones when `all`: at shutdown).
@@ -421,24 +472,32 @@ struct Server::Impl {
         metrics.queue_depth.fetch_sub(1);
       }
       metrics.in_flight.fetch_add(1);
-      std::string response = HandleRun(job, log);
+      HandleRun(job, log);
       metrics.in_flight.fetch_sub(1);
       {
         std::lock_guard<std::mutex> l(jobs_mu);
         --pending;
       }
-      Complete(job.conn, std::move(response));
     }
   }
 
-  std::string HandleRun(Job& job, audit::AuditLog& log) {
+  // Runs one admitted request and finishes its entry (run_table.h) with the answer: the result,
+  // or the refusal decided here.
+  void HandleRun(Job& job, audit::AuditLog& log) {
     const auto t0 = Clock::now();
+    RunEntry& entry = *job.entry;
     supervisor::RunSpec spec;
     spec.argv = job.request.argv;
     spec.stdin_data = std::move(job.request.stdin_data);
     spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
-    spec.run_id = job.run_id;
-    spec.cancel = &cancel;
+    spec.run_id = entry.run_id;
+    // The run stops for the service's own cancel (a second signal, the drain deadline) and for
+    // its own (DELETE, a waiting client gone, rejected streamed output).
+    spec.cancel = &entry.cancel;
+    spec.cancel_reason = [&entry] {
+      std::lock_guard<std::mutex> l(entry.mu);
+      return entry.cancelled_by.empty() ? std::string() : "cancelled by " + entry.cancelled_by;
+    };
     supervisor::RunReport report;
     report.run_id = spec.run_id;
     // A damaged audit log refuses every run, unrecorded (a log that does not verify is not
@@ -458,24 +517,25 @@ struct Server::Impl {
     if (!damage.empty()) {
       report.reason =
           "the service's audit log does not verify (" + damage + "); no run starts until it does";
-      return FormatResponse(503, kJson, RefusalBody(report, 503));
+      return FinishRun(entry, RunAnswer{503, RefusalJson(report, 503)}, "", {});
     }
     // A refusal decided here is recorded on this worker's connection to the log (or counted into
     // its caller's summary); a log that cannot take it makes the answer a 500.
-    auto refused = [&](RefusalReason why, int http_status) -> std::string {
+    auto refused = [&](RefusalReason why, int http_status) {
       if (!AdmitRefusalRecord(job.caller.uid, why)) {
         report.reason += kCountedNote;
       } else if (auto failed = RecordRefusal(log, spec, &report)) {
-        return *failed;
+        return FinishRun(entry, std::move(*failed), "", {});
       } else {
         // Said once per recorded refusal: the log's own rate is the refusal rate's.
         ServeLog(why == RefusalReason::kPolicy ? Severity::kError : Severity::kInfo,
                  "run " + spec.run_id + ": refused (" + RefusalReasonName(why) +
                      "): " + output::EscapeForLog(report.reason));
       }
-      if (http_status != 200)
-        return FormatResponse(http_status, kJson, RefusalBody(report, http_status));
-      return FormatResponse(200, kJson, RunBody(report));
+      FinishRun(entry,
+                http_status != 200 ? RunAnswer{http_status, RefusalJson(report, http_status)}
+                                   : RunAnswer{200, RunJson(report)},
+                "", {});
     };
 
     auto prepared = policies->Get(job.request.policy, &report);
@@ -491,7 +551,8 @@ struct Server::Impl {
       return refused(why, unknown ? 404 : 200);
     }
 
-    // The request's files become the run's input directory (the runner snapshots it).
+    // The request's files become the run's input directory (the runner snapshots it); its output
+    // files are delivered into a directory of its own that the service keeps (result_files.h).
     std::string input_dir;
     if (!job.request.files.empty()) {
       input_dir = ServeInputsDir(svc().state_dir) + "/" + spec.run_id;
@@ -506,7 +567,25 @@ struct Server::Impl {
       spec.input_dir = input_dir;
       spec.owned_dir = input_dir;
     }
+    std::string files_dir;
+    if (HasOutputMount((*prepared)->plan)) {
+      files_dir = ServeResultsDir(svc().state_dir) + "/" + spec.run_id;
+      if (mkdir(files_dir.c_str(), 0700) != 0) {
+        const int err = errno;
+        if (!input_dir.empty()) RemoveDir(input_dir);
+        report.reason = "the service could not make the run's output directory: " +
+                        std::string(std::strerror(err));
+        report.verdict = supervisor::Verdict::kRefused;
+        report.exit_status = supervisor::kExitRefused;
+        return refused(RefusalReason::kBadRequest, 500);
+      }
+      spec.output_dir = files_dir;
+    }
 
+    LiveEvents live(*table, entry, (*prepared)->plan);
+    spec.on_output = [&live](int which, std::string_view bytes) { live.OnOutput(which, bytes); };
+    table->SetState(entry, RunState::kRunning, WallNs());
+    live.Start();
     metrics.RunStarted();
     ServeLog("run " + spec.run_id + ": started (uid " + std::to_string(job.caller.uid) +
              ", policy \"" + job.request.policy + "\", plan " + (*prepared)->digest.substr(0, 12) +
@@ -516,7 +595,33 @@ struct Server::Impl {
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     metrics.RunFinished(result.verdict, seconds);
     LogEnd(result, seconds);
-    return FormatResponse(200, kJson, RunBody(result));
+    live.Finish(result);
+    ResultFileList kept = KeptFiles(result.run_id, &files_dir);
+    FinishRun(entry, RunAnswer{200, RunJson(result)}, std::move(files_dir), std::move(kept));
+  }
+
+  static bool HasOutputMount(const plan::Plan& plan) {
+    for (const plan::Mount& m : plan.mounts) {
+      if (m.kind == plan::MountKind::kOutput) return true;
+    }
+    return false;
+  }
+
+  // The files a run left in its output directory, listed once; an empty or unreadable directory
+  // is removed and `*dir` cleared.
+  static ResultFileList KeptFiles(const std::string& run_id, std::string* dir) {
+    if (dir->empty()) return {};
+    auto list = ListResultFiles(*dir);
+    if (!list.ok()) {
+      ServeError("run " + run_id +
+                 ": its output files cannot be listed: " + list.status().message());
+    }
+    if (!list.ok() || (list->files.empty() && list->unlisted == 0)) {
+      RemoveDir(*dir);
+      dir->clear();
+      return {};
+    }
+    return std::move(list).value();
   }
 
   // One line per ended run: its verdict and status, and why when it is not a plain exit. Setup
@@ -850,8 +955,21 @@ struct Server::Impl {
       return method_not_allowed("GET, POST");
     }
     if (path.starts_with("/v1/runs/")) {
+      // /v1/runs/ID, /v1/runs/ID/events, /v1/runs/ID/files, /v1/runs/ID/files/NAME
+      const std::string_view rest = path.substr(9);
+      const size_t slash = rest.find('/');
+      const std::string id(rest.substr(0, slash));
+      const std::string_view sub =
+          slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+      if (sub.empty()) {
+        if (method == "GET") return GetRun(c, id);
+        if (method == "DELETE") return CancelRun(c, id);
+        return method_not_allowed("GET, DELETE");
+      }
       if (method != "GET") return method_not_allowed("GET");
-      return GetRun(c, std::string(path.substr(9)));
+      if (sub == "/events") return FollowRun(c, id);
+      if (sub == "/files") return RunFiles(c, id, std::nullopt);
+      if (sub.starts_with("/files/")) return RunFiles(c, id, sub.substr(7));
     }
     metrics.Refused(RefusalReason::kBadRequest);
     json j = {{"error", {{"status", 404}, {"message", "no such endpoint"}}}};
@@ -865,7 +983,18 @@ struct Server::Impl {
       return RefuseRun(c.id, 503, RefusalReason::kShuttingDown, "the service is shutting down",
                        caller, "", {});
     }
-    std::string run_id;
+    // The idempotency key is checked before the body is decoded (a malformed key is the
+    // client's error whatever the body), and the body's digest is what a retry must match.
+    std::string key;
+    if (const std::string* k = c.parser.request().Header("idempotency-key")) {
+      if (!ValidIdempotencyKey(*k)) {
+        return RefuseRun(c.id, 400, RefusalReason::kBadRequest,
+                         "bad request: Idempotency-Key must be [A-Za-z0-9._:-]{1,128}", caller, "",
+                         {});
+      }
+      key = *k;
+    }
+    const std::string digest = key.empty() ? "" : Sha256Hex(c.parser.request().body);
     auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits);
     if (!parsed.ok()) {
       int status = parsed.status().code() == Status::Code::kResourceExhausted ? 413 : 400;
@@ -882,10 +1011,17 @@ struct Server::Impl {
                            "\" (see the service's allow rules)",
                        caller, r.policy, r.argv);
     }
+    auto entry = std::make_shared<RunEntry>(audit::NewRunId(), caller, r.policy, WallNs());
+    entry->idempotency_key = key;
+    entry->request_digest = digest;
+    bool existing = false;
+    std::shared_ptr<RunEntry> run = table->Admit(entry, &existing);
+    if (existing) return Retried(c, run, digest, r.wait);
     {
       std::unique_lock<std::mutex> l(jobs_mu);
       if (pending >= static_cast<size_t>(svc().max_concurrent) + svc().max_queue) {
         l.unlock();
+        table->Forget(entry->run_id);
         return RefuseRun(c.id, 503, RefusalReason::kBusy,
                          "the service is at capacity (" + std::to_string(svc().max_concurrent) +
                              " running, " + std::to_string(svc().max_queue) +
@@ -894,34 +1030,99 @@ struct Server::Impl {
       }
       ++pending;
       metrics.queue_depth.fetch_add(1);
-      run_id = audit::NewRunId();
-      ServeLog("run " + run_id + ": admitted (uid " + std::to_string(caller.uid) + ", policy \"" +
-               r.policy + "\", " + std::to_string(jobs.size()) + " queued before it)");
-      jobs.push_back(Job{c.id, caller, run_id, WallNs(), std::move(r)});
+      ServeLog("run " + entry->run_id + ": admitted (uid " + std::to_string(caller.uid) +
+               ", policy \"" + r.policy + "\", " + std::to_string(jobs.size()) +
+               " queued before it" + (r.wait ? "" : ", not waited for") + ")");
+      table->Event(*entry, {{"type", "state"}, {"state", "queued"}});
+      const bool wait = r.wait;
+      jobs.push_back(Job{entry, caller, std::move(r)});
+      if (!wait) {
+        l.unlock();
+        jobs_cv.notify_one();
+        return Respond(c, AcceptedResponse(*entry));
+      }
     }
     jobs_cv.notify_one();
-    SendRunId(c, run_id);
+    SendRunId(c, entry->run_id);
+    Await(c, entry, /*cancel_on_hangup=*/true);
   }
 
-  // Runs admitted and still queued (not yet handed to a worker, so not yet in the audit log), in
-  // queue order: every one for root, the caller's own otherwise; only `run_id` when given.
-  std::vector<json> QueuedRuns(const Caller& caller, const std::string& run_id) {
-    std::vector<json> out;
+  static bool ValidIdempotencyKey(const std::string& k) {
+    if (k.empty() || k.size() > 128) return false;
+    return std::all_of(k.begin(), k.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == ':' ||
+             ch == '-';
+    });
+  }
+
+  static std::string AcceptedResponse(const RunEntry& e) {
+    const std::string base = "/v1/runs/" + e.run_id;
+    json j = {
+        {"run_id", e.run_id},
+        {"state", "queued"},
+        {"links", {{"self", base}, {"events", base + "/events"}, {"files", base + "/files"}}}};
+    return FormatResponse(202, kJson, Dump(j), {"Location: " + base});
+  }
+
+  // A POST whose Idempotency-Key names a run this caller already has: that run, never a second
+  // one; the same key with another body is the client's mistake (409).
+  void Retried(Conn& c, const std::shared_ptr<RunEntry>& run, const std::string& digest,
+               bool wait) {
+    if (run->request_digest != digest) {
+      return Respond(c, FormatResponse(409, kJson,
+                                       Dump(ErrorJson(409,
+                                                      "this Idempotency-Key was used for a "
+                                                      "different request (run " +
+                                                          run->run_id + ")"))));
+    }
+    ServeLog("run " + run->run_id + ": retried request answered with the same run (uid " +
+             std::to_string(c.caller.uid) + ")");
+    if (!wait) {
+      json j = RunStateJson(*run, std::nullopt);
+      j.erase("result");
+      return Respond(c, FormatResponse(202, kJson, Dump(j), {"Location: /v1/runs/" + run->run_id}));
+    }
+    Await(c, run, /*cancel_on_hangup=*/true);
+  }
+
+  // The connection is answered when `run` ends (PumpRuns). A waiting POST's client that goes
+  // away cancels its run (the Loop's hang-up handling): nobody is left to receive it.
+  void Await(Conn& c, std::shared_ptr<RunEntry> run, bool cancel_on_hangup) {
+    c.state = Conn::State::kAwaiting;
+    c.run = std::move(run);
+    c.cancel_on_hangup = cancel_on_hangup;
+    if (c.in_epoll) EpollMod(c, 0);  // hang-ups are still reported
+    PumpRun(c);
+  }
+
+  // Whether `caller` may see `run`: its owner, root, or an auditor of its policy (docs/api.md).
+  bool MaySee(const Caller& caller, uint32_t owner_uid, const std::string& policy) const {
+    return caller.uid == 0 || caller.uid == owner_uid || access->Audits(caller, policy);
+  }
+
+  // The held run `id` if the caller may see it; otherwise answers 404 (another uid's run is not
+  // theirs to learn about) and returns null.
+  std::shared_ptr<RunEntry> VisibleRun(Conn& c, const std::string& id) {
+    std::shared_ptr<RunEntry> e = IsValidRunId(id) ? table->Find(id) : nullptr;
+    if (e == nullptr || !MaySee(c.caller, e->owner.uid, e->policy)) return nullptr;
+    return e;
+  }
+
+  void RespondJson(Conn& c, int status, const json& body, std::vector<std::string> headers = {}) {
+    if (status >= 400) metrics.Refused(RefusalReason::kBadRequest);
+    Respond(c, FormatResponse(status, kJson, Dump(body), headers));
+  }
+  void NoSuchRun(Conn& c) { RespondJson(c, 404, ErrorJson(404, "no such run")); }
+
+  // The queue position (1-based) of a run still waiting for a worker.
+  std::optional<size_t> QueuePosition(const std::string& run_id) {
     std::lock_guard<std::mutex> l(jobs_mu);
     size_t position = 0;
     for (const Job& j : jobs) {
       ++position;
-      if (!run_id.empty() && j.run_id != run_id) continue;
-      if (caller.uid != 0 && j.caller.uid != caller.uid) continue;
-      out.push_back(json{{"run_id", j.run_id},
-                         {"state", "queued"},
-                         {"queue_position", position},
-                         {"admitted_at", audit::FormatIso8601(j.admitted_ns)},
-                         {"uid", j.caller.uid},
-                         {"policy", j.request.policy},
-                         {"verdict", nullptr}});
+      if (j.entry->run_id == run_id) return position;
     }
-    return out;
+    return std::nullopt;
   }
 
   void ListRuns(Conn& c) {
@@ -932,61 +1133,349 @@ struct Server::Impl {
       std::string_view v = q.substr(6);
       if (v.empty() || v.size() > 4 ||
           !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
-        metrics.Refused(RefusalReason::kBadRequest);
-        return Complete(
-            c.id, FormatResponse(400, kJson,
-                                 R"({"error":{"status":400,"message":"limit must be 1-1000"}})"));
+        return RespondJson(c, 400, ErrorJson(400, "limit must be 1-1000"));
       }
       limit = std::clamp<uint64_t>(std::stoull(std::string(v)), 1, 1000);
     }
+    // The runs the service holds first (newest first), then the audit log's others.
+    json held = json::array();
+    std::set<std::string> seen;
+    for (const auto& e : table->All()) {
+      if (held.size() >= limit) break;
+      if (!MaySee(c.caller, e->owner.uid, e->policy)) continue;
+      json j = RunStateJson(*e, QueuePosition(e->run_id));
+      j["verdict"] = j["result"].is_object() && j["result"].contains("verdict")
+                         ? j["result"]["verdict"]
+                         : json(nullptr);
+      j.erase("result");
+      seen.insert(e->run_id);
+      held.push_back(std::move(j));
+    }
     const Caller caller = c.caller;
     const uint64_t id = c.id;
-    bool posted = PostSide([this, caller, id, limit](audit::AuditLog& log) {
+    bool posted = PostSide([this, caller, id, limit, held, seen](audit::AuditLog& log) mutable {
       audit::RunFilter f;
       f.limit = limit;
       if (caller.uid != 0) f.uid = caller.uid;  // callers see their own runs; root sees all
       auto runs = log.ListRuns(f);
       if (!runs.ok()) {
-        return Complete(
-            id,
-            FormatResponse(
-                500, kJson,
-                Dump(json{{"error", {{"status", 500}, {"message", runs.status().message()}}}})));
+        return Complete(id,
+                        FormatResponse(500, kJson, Dump(ErrorJson(500, runs.status().message()))));
       }
-      json arr = json::array();
-      for (json& q : QueuedRuns(caller, "")) arr.push_back(std::move(q));
-      for (const auto& r : *runs) arr.push_back(SummaryJson(r));
-      Complete(id, FormatResponse(200, kJson, Dump(json{{"runs", arr}})));
+      for (const auto& r : *runs) {
+        if (held.size() >= limit) break;
+        if (seen.count(r.run_id) > 0) continue;
+        json j = SummaryJson(r);
+        j["source"] = "audit";
+        held.push_back(std::move(j));
+      }
+      Complete(id, FormatResponse(200, kJson, Dump(json{{"runs", held}})));
     });
-    if (!posted)
-      Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+    if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
   }
 
   void GetRun(Conn& c, const std::string& run_id) {
     Wait(c);
-    const uint64_t id = c.id;
-    if (!IsValidRunId(run_id)) {
-      metrics.Refused(RefusalReason::kBadRequest);
-      return Complete(
-          id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+    if (std::shared_ptr<RunEntry> e = VisibleRun(c, run_id)) {
+      return RespondJson(c, 200, RunStateJson(*e, QueuePosition(run_id)));
     }
+    if (!IsValidRunId(run_id)) return NoSuchRun(c);
+    // Not held (ended longer than results_ttl ago, or before a restart): the audit log's summary.
     const Caller caller = c.caller;
-    // Admitted and still waiting for a worker: not in the audit log yet, but the caller's.
-    std::vector<json> waiting = QueuedRuns(caller, run_id);
-    if (!waiting.empty()) return Complete(id, FormatResponse(200, kJson, Dump(waiting.front())));
+    const uint64_t id = c.id;
     bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
       auto d = log.GetRun(run_id);
-      // Another user's run is "not found" for the caller: its existence is not theirs to learn.
       // An exact id only (the log also matches prefixes, which the API does not offer).
       if (!d.ok() || d->run.run_id != run_id ||
-          (caller.uid != 0 && d->run.requester.uid != caller.uid)) {
-        return Complete(
-            id, FormatResponse(404, kJson, R"({"error":{"status":404,"message":"no such run"}})"));
+          !MaySee(caller, d->run.requester.uid.value_or(UINT32_MAX), d->run.policy_name)) {
+        return Complete(id, FormatResponse(404, kJson, Dump(ErrorJson(404, "no such run"))));
       }
-      Complete(id, FormatResponse(200, kJson, Dump(SummaryJson(d->run))));
+      json j = SummaryJson(d->run);
+      j["source"] = "audit";
+      Complete(id, FormatResponse(200, kJson, Dump(j)));
     });
-    if (!posted)
-      Complete(id, FormatResponse(503, kJson, R"({"error":{"status":503,"message":"busy"}})"));
+    if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
+  }
+
+  // DELETE /v1/runs/ID: a queued run is taken out of the queue and refused; a running one is
+  // killed (its end event names who cancelled it).
+  void CancelRun(Conn& c, const std::string& run_id) {
+    Wait(c);
+    std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
+    if (e == nullptr) return NoSuchRun(c);
+    const std::string who =
+        "uid " + std::to_string(c.caller.uid) + " (pid " + std::to_string(c.caller.pid) + ")";
+    {
+      std::lock_guard<std::mutex> l(e->mu);
+      if (e->state == RunState::kFinished) {
+        return RespondJson(c, 409, ErrorJson(409, "the run has already finished"));
+      }
+      if (e->cancelled_by.empty()) e->cancelled_by = who;
+    }
+    ServeLog("run " + run_id + ": cancel requested by " + who);
+    std::optional<Job> queued;
+    {
+      std::lock_guard<std::mutex> l(jobs_mu);
+      auto it = std::find_if(jobs.begin(), jobs.end(),
+                             [&](const Job& j) { return j.entry->run_id == run_id; });
+      if (it != jobs.end()) {
+        queued = std::move(*it);
+        jobs.erase(it);
+        --pending;
+        metrics.queue_depth.fetch_sub(1);
+      }
+    }
+    if (queued) {
+      RefuseAdmitted(*queued, 200, RefusalReason::kCancelled,
+                     "cancelled by " + who + " before it started");
+    } else {
+      int expected = 0;
+      e->cancel.compare_exchange_strong(expected, supervisor::kCancelRequested);
+    }
+    json j = {
+        {"run_id", run_id}, {"state", queued ? "finished" : "running"}, {"cancel_requested", true}};
+    RespondJson(c, 202, j);
+  }
+
+  // GET /v1/runs/ID/events?from=N: the run's events, as they come, chunked (PumpRun).
+  void FollowRun(Conn& c, const std::string& run_id) {
+    Wait(c);
+    std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
+    if (e == nullptr) return NoSuchRun(c);
+    size_t from = 0;
+    std::string_view q = c.parser.request().Query();
+    if (!q.empty()) {
+      std::string_view v = q.starts_with("from=") ? q.substr(5) : std::string_view();
+      if (v.empty() || v.size() > 9 ||
+          !std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+        return RespondJson(c, 400, ErrorJson(400, "the only parameter is from=SEQ (a number)"));
+      }
+      from = std::stoull(std::string(v));
+    }
+    c.state = Conn::State::kStreaming;
+    c.run = std::move(e);
+    c.next_event = from;
+    c.out =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n"
+        "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+    c.out_off = 0;
+    if (c.in_epoll) EpollMod(c, EPOLLOUT);
+    PumpRun(c);
+  }
+
+  // GET /v1/runs/ID/files and /files/NAME (result_files.h says why serving them is safe).
+  void RunFiles(Conn& c, const std::string& run_id, std::optional<std::string_view> raw_name) {
+    Wait(c);
+    std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
+    if (e == nullptr) return NoSuchRun(c);
+    std::string dir;
+    ResultFileList files;
+    int64_t ended = 0;
+    {
+      std::lock_guard<std::mutex> l(e->mu);
+      if (e->state != RunState::kFinished) {
+        return RespondJson(c, 409, ErrorJson(409, "the run has not finished"));
+      }
+      if (e->files_removed) {
+        return RespondJson(c, 410, ErrorJson(410, "the run's files are no longer kept"));
+      }
+      dir = e->files_dir;
+      files = e->files;
+      ended = e->ended_ns;
+    }
+    if (!raw_name) {
+      json list = json::array();
+      for (const ResultFile& f : files.files) {
+        list.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+      }
+      return RespondJson(c, 200,
+                         {{"run_id", run_id},
+                          {"files", list},
+                          {"unlisted", files.unlisted},
+                          {"expires_at", audit::FormatIso8601(
+                                             ended + static_cast<int64_t>(svc().results_ttl_ns))}});
+    }
+    auto name = PercentDecode(*raw_name);
+    if (!name.ok() || !ValidResultFileName(*name)) {
+      return RespondJson(c, 400,
+                         ErrorJson(400,
+                                   "not a file name: relative, '/'-separated, no empty, "
+                                   "'.' or '..' component, no NUL, UTF-8"));
+    }
+    auto f = std::find_if(files.files.begin(), files.files.end(),
+                          [&](const ResultFile& x) { return x.name == *name; });
+    if (f == files.files.end()) return RespondJson(c, 404, ErrorJson(404, "no such file"));
+    if (f->size > svc().max_download_bytes) {
+      return RespondJson(c, 413,
+                         ErrorJson(413, "the file is larger than max_download (" +
+                                            std::to_string(svc().max_download_bytes) + " bytes)"));
+    }
+    // Read off the event loop (a file can be large): on the side thread.
+    const uint64_t id = c.id;
+    const Caller caller = c.caller;
+    const ResultFile file = *f;
+    bool posted = PostSide([this, id, caller, dir, file, run_id](audit::AuditLog&) {
+      std::string data;
+      Status st = ReadKeptFile(dir, file, &data);
+      if (!st.ok()) {
+        ServeError("run " + run_id + ": file " + output::EscapeForLog(file.name) +
+                   " could not be read: " + st.message());
+        return Complete(id, FormatResponse(500, kJson, Dump(ErrorJson(500, st.message()))));
+      }
+      ServeLog("run " + run_id + ": file " + output::EscapeForLog(file.name) + " (" +
+               std::to_string(data.size()) + " bytes) fetched by uid " +
+               std::to_string(caller.uid));
+      Complete(id, FormatResponse(200, "application/octet-stream", data,
+                                  {"Safex-Sha256: " + file.sha256}));
+    });
+    if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
+  }
+
+  // The file as listed: opened beneath its run's directory, the listed size and digest.
+  static Status ReadKeptFile(const std::string& dir, const ResultFile& file, std::string* data) {
+    SAFEX_ASSIGN_OR_RETURN(UniqueFd fd, OpenResultFile(dir, file.name));
+    data->resize(file.size + 1);
+    size_t off = 0;
+    for (;;) {
+      ssize_t n = read(fd.get(), data->data() + off, data->size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::Errno("read", file.name, errno);
+      }
+      if (n == 0) break;
+      off += static_cast<size_t>(n);
+      if (off == data->size()) break;
+    }
+    data->resize(off);
+    if (off != file.size || Sha256Hex(*data) != file.sha256) {
+      return Status::DataLoss("the kept file changed since the run ended");
+    }
+    return Status::Ok();
+  }
+
+  // Feeds a kAwaiting or kStreaming connection from its run: the answer once the run has ended,
+  // or the events not yet sent (as chunks, while less than kStreamWindow bytes are unsent, so a
+  // slow reader holds at most that much here), then the last chunk.
+  void PumpRun(Conn& c) {
+    static constexpr size_t kStreamWindow = 256 * 1024;
+    RunEntry& e = *c.run;
+    if (c.state == Conn::State::kAwaiting) {
+      std::string body;
+      int status = 0;
+      {
+        std::lock_guard<std::mutex> l(e.mu);
+        if (e.state != RunState::kFinished) return;
+        status = e.result_status;
+        body = e.result_json;
+      }
+      c.run.reset();
+      return Respond(c, FormatResponse(status, kJson, body));
+    }
+    if (c.state != Conn::State::kStreaming || c.stream_ended) return;
+    {
+      std::lock_guard<std::mutex> l(e.mu);
+      while (c.next_event < e.events.size() && c.out.size() - c.out_off < kStreamWindow) {
+        const std::string& line = e.events[c.next_event++];
+        char size[24];
+        std::snprintf(size, sizeof(size), "%zx\r\n", line.size());
+        c.out += size;
+        c.out += line;
+        c.out += "\r\n";
+      }
+      if (e.state == RunState::kFinished && c.next_event >= e.events.size()) {
+        c.out += "0\r\n\r\n";
+        c.stream_ended = true;
+      }
+    }
+    WriteStream(c);
+  }
+
+  // Writes what the socket takes of a stream; the stream's connection is closed once its last
+  // chunk is out, or when unsent bytes have not moved for request_timeout (a reader that stopped
+  // reading: the run goes on, its events stay for others).
+  void WriteStream(Conn& c) {
+    const size_t before = c.out_off;
+    while (c.out_off < c.out.size()) {
+      ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) break;
+        return Close(c.id);  // the reader is gone
+      }
+      c.out_off += static_cast<size_t>(n);
+    }
+    if (c.out_off == c.out.size()) {
+      c.out.clear();
+      c.out_off = 0;
+      c.stalled_since = Clock::time_point{};
+      if (c.stream_ended) {
+        shutdown(c.fd.get(), SHUT_WR);
+        return Close(c.id);
+      }
+      if (c.in_epoll) EpollMod(c, 0);
+      return;
+    }
+    if (c.out_off != before || c.stalled_since == Clock::time_point{}) {
+      c.stalled_since = Clock::now();
+    }
+    if (c.out_off > (1u << 20)) {  // keep the buffer from growing with what was sent
+      c.out.erase(0, c.out_off);
+      c.out_off = 0;
+    }
+    if (c.in_epoll) EpollMod(c, EPOLLOUT);
+  }
+
+  // Every waiting and following connection, after any change (their runs' events or ends).
+  void PumpRuns() {
+    std::vector<uint64_t> ids;
+    for (auto& [id, c] : conns) {
+      if (c->state == Conn::State::kAwaiting || c->state == Conn::State::kStreaming) {
+        ids.push_back(id);
+      }
+    }
+    for (uint64_t id : ids) {
+      auto it = conns.find(id);
+      if (it != conns.end()) PumpRun(*it->second);
+    }
+  }
+
+  // A waiting POST's client hung up: nobody is left to receive its run, so the run is cancelled.
+  void HungUp(Conn& c) {
+    if (c.state == Conn::State::kAwaiting && c.cancel_on_hangup && c.run) {
+      RunEntry& e = *c.run;
+      bool cancel = false;
+      {
+        std::lock_guard<std::mutex> l(e.mu);
+        if (e.state != RunState::kFinished && e.cancelled_by.empty()) {
+          e.cancelled_by = "the service: its waiting client went away";
+          cancel = true;
+        }
+      }
+      if (cancel) {
+        ServeLog("run " + e.run_id + ": its waiting client went away; cancelling it");
+        std::optional<Job> queued;
+        {
+          std::lock_guard<std::mutex> l(jobs_mu);
+          auto it = std::find_if(jobs.begin(), jobs.end(),
+                                 [&](const Job& j) { return j.entry.get() == &e; });
+          if (it != jobs.end()) {
+            queued = std::move(*it);
+            jobs.erase(it);
+            --pending;
+            metrics.queue_depth.fetch_sub(1);
+          }
+        }
+        if (queued) {
+          RefuseAdmitted(*queued, 200, RefusalReason::kCancelled,
+                         "cancelled before it started: its waiting client went away");
+        } else {
+          int expected = 0;
+          e.cancel.compare_exchange_strong(expected, supervisor::kCancelRequested);
+        }
+      }
+    }
+    Close(c.id);
   }
 
   void TakeCompletions() {
@@ -1002,6 +1491,26 @@ struct Server::Impl {
       auto it = conns.find(d.conn);
       if (it == conns.end()) continue;
       Respond(*it->second, std::move(d.response));
+    }
+    PumpRuns();
+  }
+
+  // The service stops: every run still going is cancelled with the signal's number (a run that
+  // already has a cancel of its own keeps it).
+  void CancelAll(int sig) {
+    cancel.store(sig);
+    if (!table) return;
+    for (const auto& e : table->All()) {
+      int expected = 0;
+      e->cancel.compare_exchange_strong(expected, sig);
+    }
+  }
+
+  // Runs held past results_ttl (or beyond the service's bounds) go, with their kept files
+  // (removed on the side thread: the loop does no file system work).
+  void ExpireRuns() {
+    for (std::string& dir : table->Expire(WallNs())) {
+      PostSide([dir](audit::AuditLog&) { RemoveDir(dir); });
     }
   }
 
@@ -1027,9 +1536,8 @@ struct Server::Impl {
       metrics.queue_depth.fetch_sub(static_cast<int64_t>(queued.size()));
     }
     for (Job& j : queued) {
-      RefuseRun(j.conn, 503, RefusalReason::kShuttingDown,
-                "the service is shutting down; the request was not started", j.caller,
-                j.request.policy, j.request.argv);
+      RefuseAdmitted(j, 503, RefusalReason::kShuttingDown,
+                     "the service is shutting down; the request was not started");
     }
   }
 
@@ -1045,7 +1553,9 @@ struct Server::Impl {
       auto now = Clock::now();
       auto wake = now + std::chrono::seconds(1);
       for (auto& [id, c] : conns) {
-        if (c->state != Conn::State::kWaiting) wake = std::min(wake, DeadlineOf(*c));
+        if (c->state == Conn::State::kReading || c->state == Conn::State::kWriting) {
+          wake = std::min(wake, DeadlineOf(*c));
+        }
       }
       if (draining && cancel.load() == 0) wake = std::min(wake, drain_deadline);
       int timeout = static_cast<int>(
@@ -1074,7 +1584,7 @@ struct Server::Impl {
             BeginDrain(sig);
           } else {
             ServeLog("second signal: cancelling every running run now");
-            cancel.store(sig);
+            CancelAll(sig);
           }
         } else {
           auto it = conns.find(id);
@@ -1088,6 +1598,12 @@ struct Server::Impl {
             } else {
               TryWrite(c);
             }
+          } else if (c.state == Conn::State::kAwaiting || c.state == Conn::State::kStreaming) {
+            if (ev & (EPOLLERR | EPOLLHUP)) {
+              HungUp(c);
+            } else {
+              WriteStream(c);
+            }
           } else if (ev & (EPOLLERR | EPOLLHUP)) {
             // The client went away while its run goes on: the run still finishes and is
             // audited; its response is dropped when it is ready.
@@ -1099,7 +1615,17 @@ struct Server::Impl {
       now = Clock::now();
       std::vector<uint64_t> late_readers, late_writers;
       for (auto& [id, c] : conns) {
-        if (c->state == Conn::State::kWaiting || now < DeadlineOf(*c)) continue;
+        if (c->state == Conn::State::kStreaming) {
+          if (c->stalled_since != Clock::time_point{} &&
+              now - c->stalled_since > std::chrono::nanoseconds(svc().request_timeout_ns)) {
+            late_writers.push_back(id);  // a follower that stopped reading
+          }
+          continue;
+        }
+        if (c->state == Conn::State::kWaiting || c->state == Conn::State::kAwaiting ||
+            now < DeadlineOf(*c)) {
+          continue;
+        }
         (c->state == Conn::State::kReading ? late_readers : late_writers).push_back(id);
       }
       for (uint64_t id : late_writers) Close(id);
@@ -1115,12 +1641,13 @@ struct Server::Impl {
       }
       if (now >= next_summaries) {
         WriteSummaries(false);
+        ExpireRuns();
         next_summaries = now + std::chrono::seconds(1);
       }
       if (draining) {
         if (cancel.load() == 0 && now >= drain_deadline) {
           ServeLog("drain deadline reached: cancelling the runs still going");
-          cancel.store(SIGTERM);
+          CancelAll(SIGTERM);
         }
         if (Drained()) {
           if (limiter->pending() == 0) return 0;
@@ -1158,7 +1685,7 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
   if (impl_) {
-    impl_->cancel.store(SIGTERM);
+    impl_->CancelAll(SIGTERM);
     impl_->StopThreads();
   }
 }
@@ -1277,8 +1804,8 @@ Status StartBackendsAndRecover(Server::Impl& s) {
   // Request files are a caller's data: below the state dir's private directory, which no other
   // host user can traverse (supervisor/private_dir.h).
   if (Status t = supervisor::CheckTrustedDir(svc.state_dir); !t.ok()) return t.With("state_dir");
-  for (const std::string& d :
-       {supervisor::PrivateRootFor(svc.state_dir), ServeInputsDir(svc.state_dir)}) {
+  for (const std::string& d : {supervisor::PrivateRootFor(svc.state_dir),
+                               ServeInputsDir(svc.state_dir), ServeResultsDir(svc.state_dir)}) {
     if (Status p = supervisor::EnsurePrivateDir(d); !p.ok()) return p.With("state_dir");
   }
   return Status::Ok();
@@ -1295,6 +1822,16 @@ Status CreateRunner(Server::Impl& s) {
   options.audit_db = svc.audit_db;
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   s.policies = std::make_unique<PolicyStore>(svc.policy_dir, s.cfg.host.ceilings);
+  RetentionLimits keep;
+  keep.ttl_ns = static_cast<int64_t>(svc.results_ttl_ns);
+  keep.max_runs = svc.max_retained_runs;
+  keep.max_file_bytes = svc.results_max_bytes;
+  // Every change a waiting or following client may need wakes the event loop (PumpRuns).
+  s.table = std::make_unique<RunTable>(keep, [&s] {
+    uint64_t one = 1;
+    ssize_t n = write(s.wake_fd.get(), &one, sizeof(one));
+    (void)n;
+  });
   return Status::Ok();
 }
 

@@ -198,9 +198,12 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
       SAFEX_RETURN_IF_ERROR(ReadStdin(v, limits, &req));
     } else if (key == "files") {
       SAFEX_RETURN_IF_ERROR(ReadFiles(v, limits, &req));
+    } else if (key == "wait") {
+      if (!v.is_boolean()) return Status::InvalidArgument("\"wait\" must be true or false");
+      req.wait = v.get<bool>();
     } else {
       return Status::InvalidArgument("unknown field \"" + key +
-                                     "\" (expected policy, argv, stdin, files)");
+                                     "\" (expected policy, argv, stdin, files, wait)");
     }
   }
   if (!have_policy) return Status::InvalidArgument("\"policy\" is required");
@@ -220,6 +223,7 @@ Result<std::string> EncodeSubmitRequest(const SubmitRequest& request) {
     }
     j["files"] = std::move(files);
   }
+  if (!request.wait) j["wait"] = false;
   // argv strings are whatever the caller typed; invalid UTF-8 cannot travel in JSON text.
   try {
     return j.dump(-1, ' ', false, json::error_handler_t::strict);

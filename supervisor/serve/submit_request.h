@@ -3,7 +3,8 @@
 //   {"policy": "python-untrusted",              required: [a-z0-9-]{1,128}
 //    "argv": ["python3", "main.py"],            required: 1..max_argv strings, no NUL
 //    "stdin": "<base64>",                       optional: bytes fed to standard input
-//    "files": [{"name": "main.py", "data": "<base64>"}]}   optional: the run's input directory
+//    "files": [{"name": "main.py", "data": "<base64>"}],   optional: the run's input directory
+//    "wait": false}                              optional (default true): answer at once (202)
 //
 // Strict: unknown fields, wrong types, duplicate keys (at any depth), a leading byte order mark,
 // duplicate file names, names with '/' or starting with '.', non-canonical base64, invalid UTF-8
@@ -39,6 +40,7 @@ struct SubmitRequest {
   std::vector<std::string> argv;
   std::optional<std::string> stdin_data;
   std::vector<InputFile> files;
+  bool wait = true;  // false: answered 202 at admission; the run goes on without the client
 };
 
 // InvalidArgument (-> 400) for malformed or invalid requests, ResourceExhausted (-> 413) for a
