@@ -50,6 +50,15 @@ FILES_POLICY = """policy "pytest-files" extends "base-untrusted" {
 }
 """
 
+# stdout checked as one JSON document: held until the run has ended (docs/api.md).
+HELD_POLICY = """policy "pytest-held" extends "base-untrusted" {
+  validate stdout {
+    max = 1KiB
+    json = true
+  }
+}
+"""
+
 
 def binary():
     return os.environ.get("SAFEX_BINARY") or os.path.join(SOURCE_DIR, "build", "safex")
@@ -93,7 +102,7 @@ class ServeFixture:
         for src in sorted(glob.glob(os.path.join(SOURCE_DIR, "policies", "examples",
                                                  "*.policy"))):
             shutil.copyfile(src, os.path.join(self.policy_dir, os.path.basename(src)))
-        policies = {"pytest-files": FILES_POLICY}
+        policies = {"pytest-files": FILES_POLICY, "pytest-held": HELD_POLICY}
         policies.update(extra_policies or {})
         for name, text in policies.items():
             with open(os.path.join(self.policy_dir, name + ".policy"), "w") as f:

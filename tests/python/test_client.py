@@ -101,8 +101,7 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(result.stdout, "HELLO\n['1', '2', '3']\n")
 
     def test_stdout_streams_before_the_end(self):
-        # base-untrusted: one validator on stdout, so it is live (python-untrusted adds a second
-        # one to the inherited one, and several validators hold a stream until the end).
+        # base-untrusted: one line-by-line validator on stdout, so it is live (docs/api.md).
         chunks = []
         program = ("import time\nprint('first', flush=True)\ntime.sleep(1)\n"
                    "print('second', flush=True)\n")
@@ -129,6 +128,22 @@ class DaemonTest(unittest.TestCase):
         # Resuming at any seq gives exactly the rest.
         for k in (1, len(events) - 1):
             self.assertEqual(list(handle.events(from_seq=k)), events[k:])
+
+    def test_a_held_stream_comes_at_the_end_with_a_notice(self):
+        # pytest-held checks stdout as one JSON document: held until the run has ended.
+        arrivals = []
+        program = ("import time\nprint('{\"a\":', flush=True)\ntime.sleep(1)\n"
+                   "print('1}', flush=True)\n")
+        handle = self.client.run("pytest-held", ["/usr/bin/python3", "-c", program],
+                                 on_event=lambda e: arrivals.append((time.monotonic(), e)))
+        self.assertEqual(handle.result.verdict, "ok", handle.result.raw)
+        kinds = [e["type"] for _, e in arrivals]
+        notices = [e for _, e in arrivals if e["type"] == "notice"]
+        self.assertTrue(any(n.get("stream") == "stdout" for n in notices), kinds)
+        self.assertLess(kinds.index("notice"), kinds.index("stdout"), kinds)
+        first_out = next(t for t, e in arrivals if e["type"] == "stdout")
+        self.assertLess(arrivals[-1][0] - first_out, 0.5, "stdout came before the end")
+        self.assertEqual(handle.result.stdout, '{"a":\n1}\n')
 
     def test_result_stream_is_the_events_stream(self):
         # Bytes that are not UTF-8: the events carry data_base64, the result delivered_base64,
@@ -158,9 +173,11 @@ class DaemonTest(unittest.TestCase):
     # --- cancel ---------------------------------------------------------------------------
 
     def test_cancel_a_running_run(self):
-        handle = self.client.run("base-untrusted", ["/bin/sleep", "30"])
+        # Cancelled once its program has printed, so the sandbox is surely up (the `running`
+        # state event comes before the sandbox is made).
+        handle = self.client.run("base-untrusted", ["/bin/sh", "-c", "echo started; exec sleep 30"])
         for event in handle.events(timeout=60):
-            if event["type"] == "state" and event["state"] == "running":
+            if event["type"] == "stdout":
                 break
         t0 = time.monotonic()
         answer = handle.cancel()
@@ -294,21 +311,32 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(self.client.get(run_id)["run_id"], run_id)
 
     def test_bad_inputs(self):
-        for call in [lambda: self.client.get(UNKNOWN_RUN), lambda: self.client.get("nope"),
-                     lambda: self.client.handle(UNKNOWN_RUN).cancel(),
-                     lambda: list(self.client.handle(UNKNOWN_RUN).events()),
-                     lambda: self.client.handle(UNKNOWN_RUN).files,
-                     lambda: self.client.run("no-such-policy", ["true"])]:
-            with self.subTest(call=call), self.assertRaises(SafexError) as cm:
-                call()
-            self.assertEqual(cm.exception.status, 404, cm.exception.body)
-            self.assertIn("error", cm.exception.body)
-        for kwargs in [dict(policy="Bad/Name", argv=["true"]), dict(policy="base-untrusted",
-                                                                    argv=[]),
+        calls = {"get": lambda: self.client.get(UNKNOWN_RUN),
+                 "get malformed id": lambda: self.client.get("nope"),
+                 "cancel": lambda: self.client.handle(UNKNOWN_RUN).cancel(),
+                 "events": lambda: list(self.client.handle(UNKNOWN_RUN).events()),
+                 "files": lambda: self.client.handle(UNKNOWN_RUN).files,
+                 "fetch": lambda: self.client.handle(UNKNOWN_RUN).fetch("result.json")}
+        for what, call in calls.items():
+            with self.subTest(what):
+                with self.assertRaises(SafexError) as cm:
+                    call()
+                self.assertEqual(cm.exception.status, 404, cm.exception.body)
+                self.assertEqual(cm.exception.body["error"]["status"], 404)
+        for kwargs in [dict(policy="Bad/Name", argv=["true"]),
+                       dict(policy="base-untrusted", argv=[]),
                        dict(policy="base-untrusted", argv=["a\0b"])]:
-            with self.subTest(kwargs=kwargs), self.assertRaises(SafexError) as cm:
-                self.client.run(**kwargs)
-            self.assertEqual(cm.exception.status, 400, cm.exception.body)
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaises(SafexError) as cm:
+                    self.client.run(**kwargs)
+                self.assertEqual(cm.exception.status, 400, cm.exception.body)
+
+    def test_unknown_policy(self):
+        # Admitted with "wait": false (the policy is looked up by the worker), then refused:
+        # the result carries the 404.
+        result = self.client.run("no-such-policy", ["true"]).wait(timeout=60)
+        self.assertEqual((result.verdict, result.exit_status), ("refused", 125), result.raw)
+        self.assertEqual(result.error["status"], 404)
 
     def test_health(self):
         h = self.client.health()
@@ -316,6 +344,31 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(h["audit_log"], "ok")
         self.assertIn("safex_runs_started_total", self.client.metrics())
 
+
+
+class RestartTest(unittest.TestCase):
+    """Runs from before a restart are answered from the audit log."""
+
+    def test_a_run_from_before_a_restart(self):
+        serve_fixture.require_root_or_skip()
+        daemon = serve_fixture.ServeFixture()
+        try:
+            daemon.start()
+            client = daemon.client()
+            run_id = client.run("python-untrusted", ["python3", "-c", "print(1)"]).wait(120).run_id
+            self.assertEqual(daemon.stop(), 0, daemon.log()[-3000:])
+            daemon.start()
+            state = client.get(run_id)
+            self.assertEqual(state.get("source"), "audit", state)
+            self.assertEqual(state["verdict"], "ok")
+            self.assertNotIn("result", state)
+            listed = [r for r in client.list_runs(100) if r["run_id"] == run_id]
+            self.assertEqual([r.get("source") for r in listed], ["audit"], listed)
+            result = client.handle(run_id).wait(timeout=30)
+            self.assertEqual(result.verdict, "ok", result.raw)
+            self.assertEqual(daemon.stop(), 0, daemon.log()[-3000:])
+        finally:
+            daemon.cleanup()
 
 if __name__ == "__main__":
     unittest.main()

@@ -301,66 +301,37 @@ class ContractTest(unittest.TestCase):
         body.update(extra)
         return self.call("POST", "/v1/runs", "/v1/runs", body, headers)
 
-    def test_operations(self):
-        # Health and metrics.
+    def finished_run(self):
+        """A run (wait false) that wrote /data/out/result.json, once it has ended."""
+        if getattr(type(self), "_finished", None) is None:
+            resp, data = self.submit(
+                ["python3", "-c", "open('/data/out/result.json', 'w').write('[1, 2]')"],
+                stdin=base64.b64encode(b"in").decode(),
+                files=[{"name": "x.txt", "data": base64.b64encode(b"x").decode()}])
+            self.assertEqual(resp.status, 202, data)
+            self.assertTrue((resp.getheader("Location") or "").startswith("/v1/runs/"))
+            run_id = json.loads(data)["run_id"]
+            self.assertEqual(self.client.handle(run_id).wait(timeout=120).verdict, "ok")
+            type(self)._finished = run_id
+        return type(self)._finished
+
+    def test_health_and_metrics(self):
         self.call("GET", "/v1/health", "/v1/health")
         self.call("GET", "/metrics", "/metrics")
         self.call("POST", "/v1/health", "/v1/health", raw_body=b"")  # 405
         self.call("DELETE", "/metrics", "/metrics")  # 405
 
-        # Submit: wait true (200, result), wait false (202), refusals.
+    def test_submit(self):
         resp, data = self.submit(["python3", "-c", "print(1)"], wait=True)
         self.assertEqual(resp.status, 200, data)
-        resp, data = self.submit(
-            ["python3", "-c", "open('/data/out/result.json', 'w').write('[1, 2]')"],
-            stdin=base64.b64encode(b"in").decode(),
-            files=[{"name": "x.txt", "data": base64.b64encode(b"x").decode()}])
-        self.assertEqual(resp.status, 202, data)
-        self.assertTrue((resp.getheader("Location") or "").startswith("/v1/runs/"))
-        run_id = json.loads(data)["run_id"]
-        self.submit(["true"], policy="no-such-policy")  # 404
+        self.finished_run()  # 202
+        self.submit(["true"], policy="no-such-policy", wait=True)  # 404
         self.submit(["true"], policy="Bad/Name")  # 400
         self.call("POST", "/v1/runs", "/v1/runs", {"policy": "base-untrusted", "argv": ["true"],
                                                    "unknown": 1})  # 400
         self.call("POST", "/v1/runs", "/v1/runs", raw_body=b"{not json")  # 400
-        self.submit(["python3", "-c", "pass"], wall_time_ms=3600_000)  # 400
-        key = {"Idempotency-Key": f"contract-{time.time_ns()}"}
-        resp, data = self.submit(["python3", "-c", "print(2)"], headers=key)
-        resp2, data2 = self.submit(["python3", "-c", "print(2)"], headers=key)
-        self.assertEqual(json.loads(data)["run_id"], json.loads(data2)["run_id"])
-        resp3, _ = self.submit(["python3", "-c", "print(3)"], headers=key)  # 409
-        self.assertEqual(resp3.status, 409)
+        self.submit(["x"] * 1000, policy="base-untrusted")  # 413: over max_argv
         self.call("PUT", "/v1/runs", "/v1/runs", raw_body=b"{}")  # 405
-
-        # The run's events, state, files.
-        resp, data = self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{run_id}/events")
-        self.assertEqual(resp.status, 200)
-        events = [json.loads(ln) for ln in data.split(b"\n") if ln.strip()]
-        self.assertEqual(events[-1]["type"], "result")
-        self.assertEqual(events[-1]["result"]["verdict"], "ok", events[-1])
-        self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{run_id}/events?from=1")
-        self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{UNKNOWN_RUN}/events")  # 404
-        resp, data = self.call("GET", "/v1/runs/{id}", f"/v1/runs/{run_id}")
-        self.assertEqual(json.loads(data)["state"], "finished")
-        self.call("GET", "/v1/runs/{id}", f"/v1/runs/{UNKNOWN_RUN}")  # 404
-        self.call("GET", "/v1/runs/{id}", "/v1/runs/not-a-run-id")  # 404
-        resp, data = self.call("GET", "/v1/runs/{id}/files", f"/v1/runs/{run_id}/files")
-        self.assertEqual([f["name"] for f in json.loads(data)["files"]], ["result.json"])
-        self.call("GET", "/v1/runs/{id}/files", f"/v1/runs/{UNKNOWN_RUN}/files")  # 404
-        tmpl = "/v1/runs/{id}/files/{name}"
-        resp, data = self.call("GET", tmpl, f"/v1/runs/{run_id}/files/result.json")
-        self.assertEqual((resp.status, data), (200, b"[1, 2]"))
-        for bad in ["..", "%2e%2e", "%00", "/etc/passwd", "nope.json", "result.json%00",
-                    "./result.json"]:
-            resp, _ = self.call("GET", tmpl, f"/v1/runs/{run_id}/files/{bad}")
-            self.assertIn(resp.status, (400, 404), bad)
-        self.call("GET", tmpl, f"/v1/runs/{UNKNOWN_RUN}/files/result.json")  # 404
-
-        # List.
-        resp, data = self.call("GET", "/v1/runs", "/v1/runs?limit=50")
-        self.assertIn(run_id, [r["run_id"] for r in json.loads(data)["runs"]])
-        self.call("GET", "/v1/runs", "/v1/runs")
-        self.call("GET", "/v1/runs", "/v1/runs?limit=abc")  # 400
 
         # Another uid without an allow rule for the policy: 403.
         sock = self.daemon.socket
@@ -379,13 +350,64 @@ class ContractTest(unittest.TestCase):
         status, hdrs, body = rest[0]
         self.assertEqual(status, 403, body)
         self.check("POST", "/v1/runs", "/v1/runs (uid 65534)", _Answer(status, hdrs), body)
-        self.submit(["x"] * 1000, policy="base-untrusted")  # 413: over max_argv
 
-        # Cancel: a queued run and a running run (202), then again (409), an unknown one (404).
-        resp, data = self.submit(["/bin/sleep", "30"], policy="base-untrusted")
+    def test_submit_wall_time_ms(self):
+        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=1000)
+        self.assertEqual(resp.status, 202, data)
+        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=3600_000)
+        self.assertEqual(resp.status, 400, data)
+        self.assertIn("wall_time_ms", json.loads(data)["error"]["message"])
+
+    def test_submit_idempotency_key(self):
+        key = {"Idempotency-Key": f"contract-{time.time_ns()}"}
+        resp, data = self.submit(["python3", "-c", "print(2)"], headers=key)
+        self.assertEqual(resp.status, 202, data)
+        resp2, data2 = self.submit(["python3", "-c", "print(2)"], headers=key)
+        self.assertEqual(json.loads(data)["run_id"], json.loads(data2)["run_id"])
+        resp3, _ = self.submit(["python3", "-c", "print(3)"], headers=key)
+        self.assertEqual(resp3.status, 409)
+
+    def test_run_events_state_files(self):
+        run_id = self.finished_run()
+        resp, data = self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{run_id}/events")
+        self.assertEqual(resp.status, 200)
+        events = [json.loads(ln) for ln in data.split(b"\n") if ln.strip()]
+        self.assertEqual(events[-1]["type"], "result")
+        self.assertEqual(events[-1]["result"]["verdict"], "ok", events[-1])
+        self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{run_id}/events?from=1")
+        self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{run_id}/events?from=x")  # 400
+        self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{UNKNOWN_RUN}/events")  # 404
+        resp, data = self.call("GET", "/v1/runs/{id}", f"/v1/runs/{run_id}")
+        self.assertEqual(json.loads(data)["state"], "finished")
+        self.call("GET", "/v1/runs/{id}", f"/v1/runs/{UNKNOWN_RUN}")  # 404
+        self.call("GET", "/v1/runs/{id}", "/v1/runs/not-a-run-id")  # 404
+        resp, data = self.call("GET", "/v1/runs/{id}/files", f"/v1/runs/{run_id}/files")
+        self.assertEqual([f["name"] for f in json.loads(data)["files"]], ["result.json"])
+        self.call("GET", "/v1/runs/{id}/files", f"/v1/runs/{UNKNOWN_RUN}/files")  # 404
+        tmpl = "/v1/runs/{id}/files/{name}"
+        resp, data = self.call("GET", tmpl, f"/v1/runs/{run_id}/files/result.json")
+        self.assertEqual((resp.status, data), (200, b"[1, 2]"))
+        for bad in ["..", "%2e%2e", "%00", "/etc/passwd", "nope.json", "result.json%00",
+                    "./result.json"]:
+            resp, _ = self.call("GET", tmpl, f"/v1/runs/{run_id}/files/{bad}")
+            self.assertIn(resp.status, (400, 404), bad)
+        self.call("GET", tmpl, f"/v1/runs/{UNKNOWN_RUN}/files/result.json")  # 404
+
+    def test_list(self):
+        run_id = self.finished_run()
+        resp, data = self.call("GET", "/v1/runs", "/v1/runs?limit=50")
+        self.assertIn(run_id, [r["run_id"] for r in json.loads(data)["runs"]])
+        self.call("GET", "/v1/runs", "/v1/runs")
+        self.call("GET", "/v1/runs", "/v1/runs?limit=abc")  # 400
+
+    def test_cancel(self):
+        # A running run (its program has started: it printed), a queued one behind it
+        # (max_concurrent 1), both 202; then 409 for a finished one, 404 for an unknown one.
+        resp, data = self.submit(["/bin/sh", "-c", "echo started; exec sleep 30"],
+                                 policy="base-untrusted")
         sleeper = json.loads(data)["run_id"]
         for ev in self.client.handle(sleeper).events(timeout=60):
-            if ev["type"] == "state" and ev["state"] == "running":
+            if ev["type"] == "stdout":
                 break
         resp, data = self.submit(["/bin/true"], policy="base-untrusted")
         queued = json.loads(data)["run_id"]
@@ -398,20 +420,32 @@ class ContractTest(unittest.TestCase):
         self.assertEqual(resp.status, 202, data)
         result = self.client.handle(queued).wait(timeout=60)
         self.assertEqual(result.verdict, "refused", result.raw)
-        self.assertIn("cancelled by uid 0 before it started", result.reason)
+        self.assertIn("before it started", result.reason)
         self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{queued}/events")
+
         resp, data = self.call("DELETE", "/v1/runs/{id}", f"/v1/runs/{sleeper}")
         self.assertEqual(resp.status, 202, data)
-        self.assertEqual(self.client.handle(sleeper).wait(timeout=60).verdict, "interrupted")
-        resp, _ = self.call("GET", "/v1/runs/{id}", f"/v1/runs/{sleeper}")
+        result = self.client.handle(sleeper).wait(timeout=60)
+        self.assertEqual((result.verdict, result.exit_status), ("interrupted", 130), result.raw)
+        self.call("GET", "/v1/runs/{id}", f"/v1/runs/{sleeper}")
         resp, _ = self.call("DELETE", "/v1/runs/{id}", f"/v1/runs/{sleeper}")
         self.assertEqual(resp.status, 409)
         self.call("DELETE", "/v1/runs/{id}", f"/v1/runs/{UNKNOWN_RUN}")  # 404
         self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{sleeper}/events")
 
+    def test_result_streams_carry_delivered(self):
+        # docs/api.md, "The result object": stdout/stderr each with `delivered`.
+        resp, data = self.submit(["python3", "-c", "print('hi')"], wait=True)
+        self.assertEqual(resp.status, 200, data)
+        result = json.loads(data)
+        for stream, want in (("stdout", "hi\n"), ("stderr", "")):
+            self.assertEqual(result[stream].get("delivered"), want,
+                             f"{stream}: {sorted(result[stream])}")
+
+    def test_zz_every_operation_was_called(self):
+        # Runs last (unittest sorts by name); meaningful only when the others ran.
         missing = openapi_operations(self.spec) - self.exercised
         self.assertEqual(sorted(missing), [], "documented operations never called")
-
 
 if __name__ == "__main__":
     unittest.main()
