@@ -4,6 +4,7 @@
 
 #include "compiler/values.h"
 #include "plan/plan_json.h"
+#include "plan/stream_delivery.h"
 
 namespace safex::compiler {
 namespace {
@@ -145,6 +146,13 @@ std::string Explain(const plan::Plan& p) {
            r.pattern + "/" +
            (r.action == plan::RegexAction::kRedact ? " as \"" + r.replacement + "\"" : ""));
     }
+  }
+  // The runs API streams output as it is produced where the validators allow it.
+  for (plan::ValidatorTarget t : {plan::ValidatorTarget::kStdout, plan::ValidatorTarget::kStderr}) {
+    const plan::StreamDelivery d = plan::StreamDeliveryOf(p.validators, t);
+    line(std::string("  ") + plan::ValidatorTargetName(t) +
+         (d.live ? " streams live through the service (validated line by line)"
+                 : " is held until the run ends when streamed through the service: " + d.why_held));
   }
   if (!p.tests.empty()) {
     line("");

@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "supervisor/cli.h"
+#include "supervisor/output/delivery.h"
 #include "supervisor/serve/base64.h"
 #include "supervisor/serve/client.h"
 #include "supervisor/serve/submit_request.h"
@@ -35,6 +38,7 @@ struct SubmitFlags {
   std::string socket = "/run/safex/safex.sock";
   std::string stdin_file;
   std::string input;
+  std::string output;
   bool json = false;
   std::vector<std::string> argv;
 };
@@ -155,6 +159,63 @@ std::string Str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// Percent-encodes a kept file's name for its URL ('/' stays: it separates directories).
+std::string UrlPath(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// --output DIR: the run's kept output files (GET /v1/runs/ID/files), each checked against the
+// listed size and SHA-256, then written below DIR all or nothing, never through a symlink and
+// never over an existing name (output/delivery.h, as `safex run --output` delivers).
+Status FetchOutputs(const SubmitFlags& f, const std::string& run_id, size_t* count) {
+  auto list = serve::HttpCall(f.socket, "GET", "/v1/runs/" + run_id + "/files", "");
+  if (!list.ok()) return list.status();
+  json j = json::parse(list->body, nullptr, false);
+  if (list->status == 409 || list->status == 404) {
+    return Status::FailedPrecondition("the service keeps no files for run " + run_id);
+  }
+  if (list->status != 200 || !j.is_object() || !j.contains("files") || !j["files"].is_array()) {
+    return Status::Unavailable("the service answered HTTP " + std::to_string(list->status) +
+                               " to the file list");
+  }
+  std::vector<std::string> data;
+  std::vector<std::string> names;
+  for (const json& e : j["files"]) {
+    const std::string name = Str(e, "name");
+    auto got =
+        serve::HttpCall(f.socket, "GET", "/v1/runs/" + run_id + "/files/" + UrlPath(name), "");
+    if (!got.ok()) return got.status().With(name);
+    if (got->status != 200) {
+      return Status::Unavailable(name + ": the service answered HTTP " +
+                                 std::to_string(got->status));
+    }
+    if (Sha256Hex(got->body) != Str(e, "sha256")) {
+      return Status::DataLoss(name + ": the bytes received do not match the listed SHA-256");
+    }
+    names.push_back(name);
+    data.push_back(std::move(got->body));
+  }
+  std::vector<output::DeliveryItem> items;
+  for (size_t i = 0; i < names.size(); ++i) items.push_back({names[i], data[i]});
+  UniqueFd dir(open(f.output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return Status::Errno("open", f.output, errno);
+  auto delivered = output::Delivery::Write(dir.get(), items);
+  if (!delivered.ok()) return delivered.status();
+  *count = items.size();
+  return Status::Ok();
+}
+
 int DoSubmit(const SubmitFlags& f) {
   serve::SubmitRequest req;
   req.policy = f.policy;
@@ -190,6 +251,20 @@ int DoSubmit(const SubmitFlags& f) {
   }
   int exit_status = j["exit_status"].get<int>();
   if (exit_status < 0 || exit_status > 255) exit_status = supervisor::kExitRefused;
+  // A run that ran and was not rejected has its output files delivered; a failed delivery is
+  // its own outcome (delivery-failed), never a success.
+  const std::string verdict0 = Str(j, "verdict");
+  if (!f.output.empty() && j.contains("files") && verdict0 != "refused" &&
+      verdict0 != "validator-rejected" && verdict0 != "setup-error") {
+    size_t count = 0;
+    if (Status st = FetchOutputs(f, Str(j, "run_id"), &count); !st.ok()) {
+      j["verdict"] = "delivery-failed";
+      j["exit_status"] = supervisor::kExitDeliveryFailed;
+      j["reason"] = "output files could not be delivered to " + f.output + ": " + st.message();
+      exit_status = supervisor::kExitDeliveryFailed;
+      resp->body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+  }
   if (f.json) {
     WriteAll(STDOUT_FILENO, resp->body + "\n");
     return exit_status;
@@ -227,6 +302,8 @@ void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* pro
   cmd->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
   cmd->add_option("--input", flags->input,
                   "Flat directory of plain files that becomes the run's input directory");
+  cmd->add_option("--output", flags->output,
+                  "Directory that receives the run's output files (fetched from the service)");
   cmd->add_flag("--json", flags->json, "Print one JSON object describing the run");
   cmd->footer(
       "The program and its arguments follow \"--\": safex submit [OPTIONS] -- PROGRAM [ARGS...]");

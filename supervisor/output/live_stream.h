@@ -2,7 +2,7 @@
 //
 // Nothing unvalidated may leave the service, so a stream is delivered live only when its
 // validators decide line by line, and then only complete lines that passed them are sent. Which
-// streams qualify is a property of the plan (StreamDeliveryOf; `safex explain` shows it):
+// streams qualify is a property of the plan (plan/stream_delivery.h; `safex explain` shows it):
 //   - no JSON check (it decides on the whole text);
 //   - every reject/redact pattern is line-local: it cannot match a newline and does not depend on
 //     where the text starts or ends (IsLineLocalPattern; conservative: anything it cannot prove
@@ -28,22 +28,10 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "plan/stream_delivery.h"
 #include "supervisor/output/stream_validator.h"
 
 namespace safex::output {
-
-struct StreamDelivery {
-  bool live = false;
-  std::string why_held;  // held: why, one line ("" when live)
-};
-
-// How `target` (kStdout or kStderr) of a plan with these validators is delivered.
-StreamDelivery StreamDeliveryOf(const std::vector<plan::Validator>& validators,
-                                plan::ValidatorTarget target);
-
-// Whether an RE2 pattern provably cannot match '\n' and does not depend on the text's start or
-// end. False for anything this conservative reading does not recognise.
-bool IsLineLocalPattern(std::string_view pattern);
 
 // A partial last line longer than this holds the stream until the end.
 inline constexpr size_t kMaxLineHold = 64 * 1024;
@@ -65,7 +53,7 @@ class LiveStream {
   Step Finish(const ValidationReport& final_report);
 
   bool live() const { return delivery_.live; }
-  const StreamDelivery& delivery() const { return delivery_; }
+  const plan::StreamDelivery& delivery() const { return delivery_; }
   uint64_t sent_bytes() const { return sent_.size(); }
 
  private:
@@ -81,7 +69,7 @@ class LiveStream {
   Step FeedStage(Stage& stage, std::string_view bytes);
 
   plan::ValidatorTarget target_;
-  StreamDelivery delivery_;
+  plan::StreamDelivery delivery_;
   std::vector<Stage> stages_;
   bool holding_ = false;  // from now on, nothing more is sent before Finish
   bool rejected_ = false;

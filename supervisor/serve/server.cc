@@ -984,7 +984,7 @@ struct Server::Impl {
                        caller, "", {});
     }
     // The idempotency key is checked before the body is decoded (a malformed key is the
-    // client's error whatever the body), and the body's digest is what a retry must match.
+    // client's error whatever the body).
     std::string key;
     if (const std::string* k = c.parser.request().Header("idempotency-key")) {
       if (!ValidIdempotencyKey(*k)) {
@@ -994,7 +994,6 @@ struct Server::Impl {
       }
       key = *k;
     }
-    const std::string digest = key.empty() ? "" : Sha256Hex(c.parser.request().body);
     auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits);
     if (!parsed.ok()) {
       int status = parsed.status().code() == Status::Code::kResourceExhausted ? 413 : 400;
@@ -1002,6 +1001,15 @@ struct Server::Impl {
                        "bad request: " + parsed.status().message(), caller, "", {});
     }
     SubmitRequest& r = *parsed;
+    // What a retry must repeat: the request in its canonical form, whether it waits aside.
+    std::string digest;
+    if (!key.empty()) {
+      const bool wait = r.wait;
+      r.wait = true;
+      auto canonical = EncodeSubmitRequest(r);
+      r.wait = wait;
+      digest = Sha256Hex(canonical.ok() ? *canonical : c.parser.request().body);
+    }
     // The body is decoded into the request: its bytes are no longer held by the connection.
     std::string().swap(c.parser.request().body);
     Release(c);
