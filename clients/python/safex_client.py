@@ -239,6 +239,8 @@ class RunHandle:
             finally:
                 resp.close()
                 conn.close()
+            if not progressed and self._has_ended():
+                return  # nothing more will come (e.g. `from_seq` past a finished run's end)
             failures = 0 if progressed else failures + 1
             if failures > _MAX_RECONNECTS_WITHOUT_PROGRESS:
                 raise SafexConnectionError(
@@ -248,9 +250,17 @@ class RunHandle:
                 raise TimeoutError(f"run {self.run_id}: no result within {timeout} s")
             time.sleep(min(0.1 * (2 ** failures), 2.0))
 
+    def _has_ended(self):
+        try:
+            st = self.state()
+        except SafexError:
+            return False
+        return st.get("state") == "finished" or st.get("source") == "audit"
+
     def wait(self, timeout=None):
         """Blocks until the run has ended and returns its RunResult. `timeout` in seconds
-        (None: no limit) raises TimeoutError; the run goes on either way."""
+        (None: no limit) raises TimeoutError; the run goes on either way. A run refused after
+        admission (e.g. an unknown policy) is a RunResult too: verdict `refused`, `.error`."""
         if self._result is not None:
             return self._result
         try:

@@ -442,6 +442,21 @@ class ContractTest(unittest.TestCase):
             self.assertEqual(result[stream].get("delivered"), want,
                              f"{stream}: {sorted(result[stream])}")
 
+    def test_files_of_a_run_still_running(self):
+        resp, data = self.submit(["/bin/sh", "-c", "echo started; exec sleep 30"],
+                                 policy="base-untrusted")
+        run_id = json.loads(data)["run_id"]
+        h = self.client.handle(run_id)
+        try:
+            for ev in h.events(timeout=60):
+                if ev["type"] == "stdout":
+                    break
+            self.call("GET", "/v1/runs/{id}/files", f"/v1/runs/{run_id}/files")
+            self.call("GET", "/v1/runs/{id}/files/{name}", f"/v1/runs/{run_id}/files/x.txt")
+        finally:
+            h.cancel()
+            h.wait(timeout=60)
+
     def test_zz_every_operation_was_called(self):
         # Runs last (unittest sorts by name); meaningful only when the others ran.
         missing = openapi_operations(self.spec) - self.exercised
