@@ -371,5 +371,50 @@ class RestartTest(unittest.TestCase):
         finally:
             daemon.cleanup()
 
+
+class RetentionTest(unittest.TestCase):
+    """Output files are kept for results_ttl and within results_max_bytes; then 410."""
+
+    def start(self, extra):
+        serve_fixture.require_root_or_skip()
+        daemon = serve_fixture.ServeFixture(extra_service=extra)
+        self.addCleanup(daemon.cleanup)
+        daemon.start()
+        return daemon.client()
+
+    def write(self, client, data):
+        h = client.run("python-untrusted",
+                       ["python3", "-c", f"open('/data/out/result.json', 'w').write({data!r})"])
+        self.assertEqual(h.wait(timeout=120).verdict, "ok", h.result.raw)
+        return h
+
+    def assert_gone(self, handle, deadline_s):
+        until = time.monotonic() + deadline_s
+        while True:
+            try:
+                handle.files
+            except SafexError as e:
+                self.assertEqual(e.status, 410, e.body)
+                break
+            self.assertLess(time.monotonic(), until, "the files are still listed")
+            time.sleep(0.2)
+        with self.assertRaises(SafexError) as cm:
+            handle.fetch("result.json")
+        self.assertEqual(cm.exception.status, 410, cm.exception.body)
+
+    def test_the_oldest_files_go_past_results_max_bytes(self):
+        client = self.start("    results_max_bytes = 20B\n")
+        old = self.write(client, "[1, 2, 3, 4, 5, 6]")  # 18 bytes
+        new = self.write(client, "[7, 8, 9]")  # 9 bytes: 27 > 20, the older ones go
+        self.assert_gone(old, 10)
+        self.assertEqual(new.fetch("result.json"), b"[7, 8, 9]")
+        self.assertEqual(client.get(old.run_id)["state"], "finished", "the run is still held")
+
+    def test_files_after_results_ttl_are_410(self):
+        client = self.start("    results_ttl = 1s\n")
+        h = self.write(client, "[1]")
+        self.assertEqual(h.fetch("result.json"), b"[1]")
+        self.assert_gone(h, 10)
+
 if __name__ == "__main__":
     unittest.main()
