@@ -18,6 +18,7 @@
 #include "audit/audited_run.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
+#include "plan/plan_json.h"
 #include "supervisor/input_stage.h"
 #include "supervisor/output/delivery.h"
 #include "supervisor/output/output_files.h"
@@ -116,17 +117,36 @@ class RunAttempt {
  public:
   RunAttempt(const RunnerOptions& options, const PreparedPlan& prepared, RunSpec spec,
              audit::AuditLog& log)
-      : options_(options), plan_(prepared.plan), spec_(std::move(spec)), log_(log) {
+      : options_(options),
+        spec_(std::move(spec)),
+        plan_(Derived(prepared.plan, spec_.wall_time_ns, &derived_)),
+        log_(log) {
     report_.run_id = spec_.run_id.empty() ? audit::NewRunId() : spec_.run_id;
     report_.policy_name = plan_.policy_name;
     report_.policy_source_digest = plan_.source_digest;
-    report_.plan_digest = prepared.digest;
+    // A derived plan is a different plan: its own digest is what the records carry.
+    report_.plan_digest = derived_ ? plan::PlanDigest(*derived_) : prepared.digest;
     report_.backend = plan::BackendName(plan_.backend);
+  }
+
+  // The plan with the request's shorter wall time, kept in `*derived` (the plan itself when the
+  // request asks for none, or for one that is not shorter: CheckRequest refuses that).
+  static const plan::Plan& Derived(const plan::Plan& plan, uint64_t wall_time_ns,
+                                   std::optional<plan::Plan>* derived) {
+    if (wall_time_ns == 0 || wall_time_ns >= plan.limits.wall_time_ns) return plan;
+    *derived = plan;
+    (*derived)->limits.wall_time_ns = wall_time_ns;
+    return **derived;
   }
 
   // 1. The request against the plan: argv, the directories it names, the plan's validators.
   Status CheckRequest() {
     if (spec_.argv.empty()) return Status::InvalidArgument("empty argv: nothing to run");
+    if (spec_.wall_time_ns > plan_.limits.wall_time_ns) {
+      return Status::InvalidArgument(fmt::format(
+          "the request asks for a wall time of {} ms; policy {} allows at most {} ms",
+          spec_.wall_time_ns / 1000000, plan_.policy_name, plan_.limits.wall_time_ns / 1000000));
+    }
     if (!spec_.input_dir.empty()) {
       if (FindMount(plan_, plan::MountKind::kInput) == nullptr) {
         return Status::InvalidArgument(fmt::format(
@@ -393,8 +413,9 @@ class RunAttempt {
   }
 
   const RunnerOptions& options_;
-  const plan::Plan& plan_;
   RunSpec spec_;
+  std::optional<plan::Plan> derived_;  // the plan with the request's shorter wall time
+  const plan::Plan& plan_;
   audit::AuditLog& log_;
   RunReport report_;
   UniqueFd output_dir_;

@@ -74,6 +74,10 @@ struct RunSpec {
   // A directory made for this run alone that crash recovery removes if the owner dies (the
   // daemon's per-run input directory). Recorded in the run record; Execute does not remove it.
   std::string owned_dir;
+  // A shorter wall-time limit than the plan's, for this run only (0: the plan's). Never longer:
+  // a larger value is refused. The run then enforces a derived plan (the plan with
+  // limits.wall_time lowered), and its records carry that plan's digest.
+  uint64_t wall_time_ns = 0;
   // Recorded with the run (audit::RunStart::purpose): "test POLICY/NAME" for `safex test`.
   std::string purpose;
 };

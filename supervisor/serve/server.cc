@@ -551,6 +551,19 @@ struct Server::Impl {
       return refused(why, unknown ? 404 : 200);
     }
 
+    // A shorter wall time only: the policy's limit is the most a caller gets.
+    if (job.request.wall_time_ms * 1000000 > (*prepared)->plan.limits.wall_time_ns) {
+      report.policy_name = job.request.policy;
+      report.reason = "bad request: wall_time_ms " + std::to_string(job.request.wall_time_ms) +
+                      " is more than policy \"" + job.request.policy + "\" allows (" +
+                      std::to_string((*prepared)->plan.limits.wall_time_ns / 1000000) + " ms)";
+      report.verdict = supervisor::Verdict::kRefused;
+      report.exit_status = supervisor::kExitRefused;
+      metrics.Refused(RefusalReason::kBadRequest);
+      return refused(RefusalReason::kBadRequest, 400);
+    }
+    spec.wall_time_ns = job.request.wall_time_ms * 1000000;
+
     // The request's files become the run's input directory (the runner snapshots it); its output
     // files are delivered into a directory of its own that the service keeps (result_files.h).
     std::string input_dir;
@@ -1065,9 +1078,14 @@ struct Server::Impl {
 
   static std::string AcceptedResponse(const RunEntry& e) {
     const std::string base = "/v1/runs/" + e.run_id;
+    std::string state;
+    {
+      std::lock_guard<std::mutex> l(e.mu);
+      state = RunStateName(e.state);
+    }
     json j = {
         {"run_id", e.run_id},
-        {"state", "queued"},
+        {"state", state},
         {"links", {{"self", base}, {"events", base + "/events"}, {"files", base + "/files"}}}};
     return FormatResponse(202, kJson, Dump(j), {"Location: " + base});
   }
@@ -1085,11 +1103,7 @@ struct Server::Impl {
     }
     ServeLog("run " + run->run_id + ": retried request answered with the same run (uid " +
              std::to_string(c.caller.uid) + ")");
-    if (!wait) {
-      json j = RunStateJson(*run, std::nullopt);
-      j.erase("result");
-      return Respond(c, FormatResponse(202, kJson, Dump(j), {"Location: /v1/runs/" + run->run_id}));
-    }
+    if (!wait) return Respond(c, AcceptedResponse(*run));
     Await(c, run, /*cancel_on_hangup=*/true);
   }
 
@@ -1205,12 +1219,29 @@ struct Server::Impl {
     if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
   }
 
+  // A run the service no longer holds: `status` with `message` when the audit log has it and the
+  // caller may see it (it ended longer than results_ttl ago, or before a restart), else 404.
+  void NotHeld(Conn& c, const std::string& run_id, int status, const std::string& message) {
+    if (!IsValidRunId(run_id)) return NoSuchRun(c);
+    const Caller caller = c.caller;
+    const uint64_t id = c.id;
+    bool posted = PostSide([this, caller, id, run_id, status, message](audit::AuditLog& log) {
+      auto d = log.GetRun(run_id);
+      if (!d.ok() || d->run.run_id != run_id ||
+          !MaySee(caller, d->run.requester.uid.value_or(UINT32_MAX), d->run.policy_name)) {
+        return Complete(id, FormatResponse(404, kJson, Dump(ErrorJson(404, "no such run"))));
+      }
+      Complete(id, FormatResponse(status, kJson, Dump(ErrorJson(status, message))));
+    });
+    if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
+  }
+
   // DELETE /v1/runs/ID: a queued run is taken out of the queue and refused; a running one is
   // killed (its end event names who cancelled it).
   void CancelRun(Conn& c, const std::string& run_id) {
     Wait(c);
     std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
-    if (e == nullptr) return NoSuchRun(c);
+    if (e == nullptr) return NotHeld(c, run_id, 409, "the run has already finished");
     const std::string who =
         "uid " + std::to_string(c.caller.uid) + " (pid " + std::to_string(c.caller.pid) + ")";
     {
@@ -1249,7 +1280,7 @@ struct Server::Impl {
   void FollowRun(Conn& c, const std::string& run_id) {
     Wait(c);
     std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
-    if (e == nullptr) return NoSuchRun(c);
+    if (e == nullptr) return NotHeld(c, run_id, 410, "the run's events are no longer kept");
     size_t from = 0;
     std::string_view q = c.parser.request().Query();
     if (!q.empty()) {
@@ -1275,7 +1306,7 @@ struct Server::Impl {
   void RunFiles(Conn& c, const std::string& run_id, std::optional<std::string_view> raw_name) {
     Wait(c);
     std::shared_ptr<RunEntry> e = VisibleRun(c, run_id);
-    if (e == nullptr) return NoSuchRun(c);
+    if (e == nullptr) return NotHeld(c, run_id, 410, "the run's files are no longer kept");
     std::string dir;
     ResultFileList files;
     int64_t ended = 0;

@@ -201,9 +201,14 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
     } else if (key == "wait") {
       if (!v.is_boolean()) return Status::InvalidArgument("\"wait\" must be true or false");
       req.wait = v.get<bool>();
+    } else if (key == "wall_time_ms") {
+      if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > 86400000) {
+        return Status::InvalidArgument("\"wall_time_ms\" must be an integer 1..86400000");
+      }
+      req.wall_time_ms = v.get<uint64_t>();
     } else {
       return Status::InvalidArgument("unknown field \"" + key +
-                                     "\" (expected policy, argv, stdin, files, wait)");
+                                     "\" (expected policy, argv, stdin, files, wait, wall_time_ms)");
     }
   }
   if (!have_policy) return Status::InvalidArgument("\"policy\" is required");
@@ -224,6 +229,7 @@ Result<std::string> EncodeSubmitRequest(const SubmitRequest& request) {
     j["files"] = std::move(files);
   }
   if (!request.wait) j["wait"] = false;
+  if (request.wall_time_ms != 0) j["wall_time_ms"] = request.wall_time_ms;
   // argv strings are whatever the caller typed; invalid UTF-8 cannot travel in JSON text.
   try {
     return j.dump(-1, ' ', false, json::error_handler_t::strict);

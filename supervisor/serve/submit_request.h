@@ -4,7 +4,8 @@
 //    "argv": ["python3", "main.py"],            required: 1..max_argv strings, no NUL
 //    "stdin": "<base64>",                       optional: bytes fed to standard input
 //    "files": [{"name": "main.py", "data": "<base64>"}],   optional: the run's input directory
-//    "wait": false}                              optional (default true): answer at once (202)
+//    "wait": false,                              optional (default true): answer at once (202)
+//    "wall_time_ms": 2000}                       optional: a shorter wall time (1..86400000)
 //
 // Strict: unknown fields, wrong types, duplicate keys (at any depth), a leading byte order mark,
 // duplicate file names, names with '/' or starting with '.', non-canonical base64, invalid UTF-8
@@ -41,6 +42,7 @@ struct SubmitRequest {
   std::optional<std::string> stdin_data;
   std::vector<InputFile> files;
   bool wait = true;  // false: answered 202 at admission; the run goes on without the client
+  uint64_t wall_time_ms = 0;  // 0: the policy's
 };
 
 // InvalidArgument (-> 400) for malformed or invalid requests, ResourceExhausted (-> 413) for a
