@@ -1,9 +1,11 @@
 #include "tests/serve/serve_harness.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -169,6 +171,46 @@ bool ServeHarness::WaitHealth(const std::function<bool(const std::string&)>& pre
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+std::string RequestAs(uid_t uid, gid_t gid, const std::string& socket,
+                      const std::string& request) {
+  int p[2];
+  if (pipe(p) != 0) return "";
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    if (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      _exit(2);
+    }
+    auto fd = serve::ConnectUnix(socket);
+    if (!fd.ok()) _exit(3);
+    if (send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(request.size())) {
+      _exit(4);
+    }
+    shutdown(fd->get(), SHUT_WR);
+    char buf[4096];
+    for (;;) {
+      ssize_t n = recv(fd->get(), buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      if (write(p[1], buf, static_cast<size_t>(n)) != n) break;
+    }
+    _exit(0);
+  }
+  close(p[1]);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(p[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return out;
 }
 
 }  // namespace safex::testing

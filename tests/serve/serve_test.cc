@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "supervisor/serve/unix_socket.h"
+#include "tests/serve/serve_fixture.h"
 #include "tests/serve/serve_harness.h"
 #include "tests/support/leak_check.h"
 #include "tests/support/run_process.h"
@@ -57,54 +58,7 @@ std::string PostRun(const std::string& policy, const std::vector<std::string>& a
   return json{{"policy", policy}, {"argv", argv}}.dump();
 }
 
-class ServeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SAFEX_REQUIRE_ROOT();
-    SAFEX_REQUIRE(access("/usr/local/bin/runsc", X_OK) == 0, "runsc (scripts/install-deps.sh)");
-  }
-
-  testing::LeakCheckOptions LeakOptions() {
-    testing::LeakCheckOptions o;
-    o.state_root = h_.state_dir();
-    return o;
-  }
-  // Snapshot once the daemon is up (its lock file and input directory are part of the baseline).
-  // The daemon itself is in the snapshot ("process: PID [child] state=S ..."), and the leak
-  // checker compares whole lines: a baseline taken while the daemon happened to be runnable
-  // (state=R, likely on a loaded machine just after it answered /v1/health) would never match the
-  // idle daemon later and read as a leak. So the baseline is one where the daemon sleeps in its
-  // event loop, as it does whenever it has nothing to do.
-  void StartAndSnapshot(const ServeOptions& o = {}) {
-    std::string err = h_.Start(o);
-    ASSERT_EQ(err, "");
-    const std::string idle = "process: " + std::to_string(h_.pid()) + " [child] state=S ";
-    auto until = Clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      before_ = testing::LeakSnapshot::Take(LeakOptions());
-      auto it = before_.items.lower_bound(idle);
-      if (it != before_.items.end() && it->starts_with(idle)) break;
-      ASSERT_LT(Clock::now(), until)
-          << "the daemon never showed as sleeping:\n"
-          << testing::JoinLines({before_.items.begin(), before_.items.end()});
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  void ExpectNoLeaks() {
-    auto leaks = testing::WaitForNoLeaks(before_, std::chrono::seconds(10), LeakOptions());
-    EXPECT_TRUE(leaks.empty()) << "left behind:\n" << testing::JoinLines(leaks);
-    // No run record is left for a run that ended.
-    std::string records = h_.dir().Join("runs");
-    if (std::filesystem::exists(records)) {
-      for (const auto& e : std::filesystem::directory_iterator(records)) {
-        ADD_FAILURE() << "run record left: " << e.path();
-      }
-    }
-  }
-
-  ServeHarness h_;
-  testing::LeakSnapshot before_;
-};
+class ServeTest : public testing::ServeFixture {};
 
 TEST_F(ServeTest, HealthMetricsAndClearErrorsForBadRequests) {
   StartAndSnapshot({.request_timeout = "1s", .max_request = "64KiB"});
@@ -244,42 +198,7 @@ TEST_F(ServeTest, FiftySubmissionsFromEightClientsAllCorrectAndAudited) {
 
 // Fork, drop to uid/gid 65534 (nothing privileged is open), connect, send, read the answer.
 std::string RequestAsNobody(const std::string& socket, const std::string& request) {
-  int p[2];
-  if (pipe(p) != 0) return "";
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
-        setresuid(65534, 65534, 65534) != 0) {
-      _exit(2);
-    }
-    auto fd = serve::ConnectUnix(socket);
-    if (!fd.ok()) _exit(3);
-    if (send(fd->get(), request.data(), request.size(), MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(request.size())) {
-      _exit(4);
-    }
-    shutdown(fd->get(), SHUT_WR);
-    char buf[4096];
-    for (;;) {
-      ssize_t n = recv(fd->get(), buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      if (write(p[1], buf, static_cast<size_t>(n)) != n) break;
-    }
-    _exit(0);
-  }
-  close(p[1]);
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(p[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(p[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return out;
+  return testing::RequestAs(65534, 65534, socket, request);
 }
 
 TEST_F(ServeTest, CallerWhoseUidIsNotAllowedIsRefusedAndAudited) {
