@@ -102,10 +102,8 @@ def _stream_value(stream):
         return ""
     if isinstance(stream.get("delivered_base64"), str):
         return base64.b64decode(stream["delivered_base64"], validate=True)
-    for key in ("delivered", "text"):  # docs/api.md says `delivered`; older services `text`
-        if isinstance(stream.get(key), str):
-            return stream[key]
-    return ""
+    text = stream.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def _event_data(event):

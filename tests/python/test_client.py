@@ -77,7 +77,8 @@ class DaemonTest(unittest.TestCase):
     def test_run_and_wait(self):
         handle = self.client.run("python-untrusted", ["python3", "-c", "print(6 * 7)"])
         self.assertTrue(handle.run_id)
-        self.assertEqual(handle.accepted.get("state"), "queued", handle.accepted)
+        self.assertIn(handle.accepted.get("state"), ("queued", "running"), handle.accepted)
+        self.assertTrue(handle.accepted["links"], handle.accepted)
         result = handle.wait(timeout=120)
         self.assertEqual(result.verdict, "ok", result.raw)
         self.assertEqual(result.exit_status, 0)
@@ -166,10 +167,12 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(result.verdict, "timeout", result.raw)
         self.assertEqual(result.exit_status, 124)
         self.assertLess(time.monotonic() - t0, 15)
-        with self.assertRaises(SafexError) as cm:
-            self.client.run("python-untrusted", ["python3", "-c", "pass"], wall_time_ms=3600_000)
-        self.assertEqual(cm.exception.status, 400, cm.exception.body)
-        self.assertIn("wall_time_ms", cm.exception.message)
+        # More than the policy's 10 s: refused after admission, the result carries the 400.
+        refused = self.client.run("python-untrusted", ["python3", "-c", "pass"],
+                                  wall_time_ms=3600_000).wait(timeout=60)
+        self.assertEqual((refused.verdict, refused.exit_status), ("refused", 125), refused.raw)
+        self.assertEqual(refused.error["status"], 400)
+        self.assertIn("wall_time_ms", refused.reason)
 
     # --- cancel ---------------------------------------------------------------------------
 
@@ -410,11 +413,20 @@ class RetentionTest(unittest.TestCase):
         self.assertEqual(new.fetch("result.json"), b"[7, 8, 9]")
         self.assertEqual(client.get(old.run_id)["state"], "finished", "the run is still held")
 
-    def test_files_after_results_ttl_are_410(self):
+    def test_a_run_past_results_ttl(self):
+        # No longer held: files and events 410, cancel 409, GET from the audit log.
         client = self.start("    results_ttl = 1s\n")
         h = self.write(client, "[1]")
         self.assertEqual(h.fetch("result.json"), b"[1]")
         self.assert_gone(h, 10)
+        with self.assertRaises(SafexError) as cm:
+            list(client.handle(h.run_id).events())
+        self.assertEqual(cm.exception.status, 410, cm.exception.body)
+        with self.assertRaises(SafexError) as cm:
+            h.cancel()
+        self.assertEqual(cm.exception.status, 409, cm.exception.body)
+        self.assertEqual(client.get(h.run_id).get("source"), "audit")
+        self.assertEqual(client.handle(h.run_id).wait(timeout=30).verdict, "ok")
 
 if __name__ == "__main__":
     unittest.main()

@@ -21,7 +21,7 @@ from safex_client import SafexClient, SafexError, SafexProtocolError  # noqa: E4
 
 RUN = "01900000-0000-7000-8000-000000000001"
 RESULT = {"run_id": RUN, "verdict": "ok", "exit_status": 0, "reason": "",
-          "stdout": {"delivered": "a\nb\n"}, "stderr": {"delivered_base64":
+          "stdout": {"text": "a\nb\n"}, "stderr": {"delivered_base64":
                                                         base64.b64encode(b"\xff").decode()}}
 EVENTS = [{"seq": 0, "type": "state", "state": "queued"},
           {"seq": 1, "type": "state", "state": "running"},

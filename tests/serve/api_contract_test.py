@@ -354,9 +354,17 @@ class ContractTest(unittest.TestCase):
     def test_submit_wall_time_ms(self):
         resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=1000)
         self.assertEqual(resp.status, 202, data)
-        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=3600_000)
+        # More than the plan allows: 400 to a waiting client; with wait false a refused result
+        # carrying the 400 (a refusal decided after admission).
+        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=3600_000, wait=True)
         self.assertEqual(resp.status, 400, data)
         self.assertIn("wall_time_ms", json.loads(data)["error"]["message"])
+        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=3600_000)
+        self.assertEqual(resp.status, 202, data)
+        result = self.client.handle(json.loads(data)["run_id"]).wait(timeout=60)
+        self.assertEqual((result.verdict, result.error["status"]), ("refused", 400), result.raw)
+        resp, data = self.submit(["python3", "-c", "pass"], wall_time_ms=0)  # 1 .. the plan's
+        self.assertEqual(resp.status, 400, data)
 
     def test_submit_idempotency_key(self):
         key = {"Idempotency-Key": f"contract-{time.time_ns()}"}
@@ -433,14 +441,16 @@ class ContractTest(unittest.TestCase):
         self.call("DELETE", "/v1/runs/{id}", f"/v1/runs/{UNKNOWN_RUN}")  # 404
         self.call("GET", "/v1/runs/{id}/events", f"/v1/runs/{sleeper}/events")
 
-    def test_result_streams_carry_delivered(self):
-        # docs/api.md, "The result object": stdout/stderr each with `delivered`.
-        resp, data = self.submit(["python3", "-c", "print('hi')"], wait=True)
+    def test_result_streams_carry_the_delivered_text(self):
+        # docs/api.md, "The result object": stdout/stderr each with `text`, and
+        # `delivered_base64` only when the bytes are not UTF-8.
+        resp, data = self.submit(["/bin/sh", "-c", r"printf 'hi\n'; printf 'a\377\n' >&2"],
+                                 policy="base-untrusted", wait=True)
         self.assertEqual(resp.status, 200, data)
         result = json.loads(data)
-        for stream, want in (("stdout", "hi\n"), ("stderr", "")):
-            self.assertEqual(result[stream].get("delivered"), want,
-                             f"{stream}: {sorted(result[stream])}")
+        self.assertEqual(result["stdout"].get("text"), "hi\n", sorted(result["stdout"]))
+        self.assertNotIn("delivered_base64", result["stdout"])
+        self.assertEqual(base64.b64decode(result["stderr"]["delivered_base64"]), b"a\377\n")
 
     def test_files_of_a_run_still_running(self):
         resp, data = self.submit(["/bin/sh", "-c", "echo started; exec sleep 30"],
