@@ -271,6 +271,7 @@ class RunAttempt {
 
   // Inside the audited section: the driver's run and everything decided from its result.
   audit::RunEnd RunAndValidate() {
+    if (spec_.on_started) spec_.on_started();
     output::OutputFiles files(*validators_, plan_.outputs);
     request_.collect_output = [&files](const plan::Mount& m, int dirfd) {
       files.Collect(m, dirfd);

@@ -69,6 +69,9 @@ struct RunSpec {
   // With cancel == kCancelRequested: who asked, for the reason and the end event (e.g.
   // "cancelled by uid 1000"). Empty: "cancelled by the caller".
   std::function<std::string()> cancel_reason;
+  // Called once the run's start event is committed, just before the sandbox is made: from here
+  // on a cancel ends the run interrupted (before it, refused: nothing ran). Empty: nobody.
+  std::function<void()> on_started;
   // Sees the program's output as the backend captures it (drivers/driver.h). Empty: nobody.
   drivers::OutputObserver on_output;
   // A directory made for this run alone that crash recovery removes if the owner dies (the

@@ -597,8 +597,12 @@ struct Server::Impl {
 
     LiveEvents live(*table, entry, (*prepared)->plan);
     spec.on_output = [&live](int which, std::string_view bytes) { live.OnOutput(which, bytes); };
-    table->SetState(entry, RunState::kRunning, WallNs());
-    live.Start();
+    // Running from the start event on (the runner's on_started): a cancel before it is a
+    // refusal (nothing ran), after it an interruption, and the state says which applies.
+    spec.on_started = [this, &entry, &live] {
+      table->SetState(entry, RunState::kRunning, WallNs());
+      live.Start();
+    };
     metrics.RunStarted();
     ServeLog("run " + spec.run_id + ": started (uid " + std::to_string(job.caller.uid) +
              ", policy \"" + job.request.policy + "\", plan " + (*prepared)->digest.substr(0, 12) +

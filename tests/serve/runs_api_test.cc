@@ -193,7 +193,8 @@ TEST_F(RunsApiTest, AStreamedSecretEndsTheRunAtOnceAndNeverLeaves) {
   const std::string id = Start(
       "python-untrusted",
       {"python3", "-c",
-       "import time\nprint('ok', flush=True)\nprint('AKIA' + 'ABCDEFGHIJKLMNOP', flush=True)\n"
+       "import time\nprint('ok', flush=True)\ntime.sleep(0.5)\n"
+       "print('AKIA' + 'ABCDEFGHIJKLMNOP', flush=True)\n"
        "time.sleep(60)\n"});
   Follower f = Follower::Read(h_.socket(), id);
   ASSERT_TRUE(f.ended);
