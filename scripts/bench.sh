@@ -26,8 +26,9 @@ declare -A cmd=(
   [microvm]="build/bench/microvm/microvm_bench $RUNS"
   [native]="build/bench/native/native_bench $RUNS"
   [serve]="build/bench/serve/serve_bench $RUNS"
+  [api]="build/bench/serve/api_bench 10"
 )
-order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve)
+order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api)
 if (($#)); then order=("$@"); fi
 
 status=0

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bench/common/bench_util.h"
+#include "bench/serve/bench_daemon.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
 #include "supervisor/serve/client.h"
@@ -38,15 +39,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxConcurrent = 4;
 
-std::string Dir() { return "/var/tmp/safex-serve-bench-" + std::to_string(getpid()); }
-std::string Socket() { return Dir() + "/safex.sock"; }
-std::string PolicyDir() { return Dir() + "/policies"; }
-
-bool WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  return static_cast<bool>(out);
-}
+bench::BenchDaemon* g_daemon = nullptr;
+std::string Dir() { return g_daemon->dir(); }
+std::string Socket() { return g_daemon->socket(); }
+std::string PolicyDir() { return g_daemon->policy_dir(); }
 
 Result<double> Submit(const std::vector<std::string>& program) {
   std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "submit",           "--socket", Socket(),
@@ -71,22 +67,6 @@ Result<double> Run(const std::vector<std::string>& program) {
   return bench::TimedRun(argv);
 }
 
-// VmRSS and RssAnon/RssFile of a process, in KiB.
-struct Rss {
-  long total = -1, anon = -1, file = -1;
-};
-Rss ReadRss(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  Rss r;
-  for (std::string line; std::getline(in, line);) {
-    auto value = [&line] { return std::atol(line.c_str() + line.find(':') + 1); };
-    if (line.starts_with("VmRSS:")) r.total = value();
-    if (line.starts_with("RssAnon:")) r.anon = value();
-    if (line.starts_with("RssFile:")) r.file = value();
-  }
-  return r;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,51 +75,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "serve_bench: needs root (safex serve, safex run)\n");
     return 2;
   }
-  std::filesystem::create_directories(PolicyDir());
-  chmod(Dir().c_str(), 0755);
-  for (const char* p : {"base-untrusted", "python-untrusted"}) {
-    std::filesystem::copy_file(
-        std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/" + p + ".policy",
-        PolicyDir() + "/" + p + ".policy");
-  }
-  std::string config = "host {\n  service {\n";
-  config += "    policy_dir = \"" + PolicyDir() + "\"\n";
-  config += "    socket = \"" + Socket() + "\"\n";
-  config += "    state_dir = \"" + Dir() + "/serve-state\"\n";
-  config += "    audit_db = \"" + Dir() + "/serve-audit.db\"\n";
-  config += "    max_concurrent = " + std::to_string(kMaxConcurrent) + "\n";
-  config += "    max_queue = 16\n";
-  config += "    allow \"*\" { users = [0] }\n";
-  config += "  }\n}\n";
-  if (!WriteFile(Dir() + "/host.policy", config)) return 1;
-
-  UniqueFd log(
-      open((Dir() + "/serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600));
-  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
-  SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY,     "serve",       "--config",
-             Dir() + "/host.policy", "--audit-key", Dir() + "/audit.key"};
-  so.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  so.fds = {{0, devnull.get()}, {1, log.get()}, {2, log.get()}};
-  so.parent_death_signal = SIGKILL;
-  auto daemon = Subprocess::Spawn(so);
-  if (!daemon.ok()) {
-    std::fprintf(stderr, "spawn: %s\n", daemon.status().ToString().c_str());
-    return 1;
-  }
-  auto until = Clock::now() + std::chrono::seconds(60);
-  bool up = false;
-  while (!up && Clock::now() < until) {
-    auto r = serve::HttpCall(Socket(), "GET", "/v1/health", "");
-    up = r.ok() && r->status == 200;
-    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!up) {
-    std::fprintf(stderr, "the daemon did not come up (see %s/serve.log)\n", Dir().c_str());
+  bench::BenchDaemon daemon("serve-bench", kMaxConcurrent);
+  g_daemon = &daemon;
+  if (Status st = daemon.Start(); !st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
     return 1;
   }
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  Rss at_start = ReadRss(daemon->pid());
+  bench::Rss at_start = bench::ReadRss(daemon.pid());
 
   struct Case {
     const char* name;
@@ -186,17 +129,12 @@ int main(int argc, char** argv) {
   }
 
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  Rss idle = ReadRss(daemon->pid());
+  bench::Rss idle = bench::ReadRss(daemon.pid());
   std::printf(
       "\ndaemon resident memory, idle (KiB): after start %ld (anon %ld, file %ld); after "
       "the %d submits above %ld (anon %ld, file %ld)\n",
       at_start.total, at_start.anon, at_start.file, 2 + 2 * runs + 3 * 2 * runs, idle.total,
       idle.anon, idle.file);
 
-  (void)daemon->Signal(SIGTERM);
-  auto st = daemon->Wait(Clock::now() + std::chrono::seconds(60));
-  if (!st.ok() || !st->has_value()) daemon->KillAndWait();
-  std::error_code ec;
-  std::filesystem::remove_all(Dir(), ec);
   return 0;
 }
