@@ -1,5 +1,6 @@
 #include "compiler/compare.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -27,6 +28,7 @@ class Comparer {
     Mounts();
     Egress();
     Env();
+    Caller();
     Seccomp();
     Validators();
     Outputs();
@@ -228,6 +230,26 @@ class Comparer {
       if (!n_.env.count(k))
         Add(Effect::kNeutral, "", "env." + k, "unsets environment variable " + k);
     }
+  }
+
+  // What callers may choose per run: each new name or directory is something a caller could not
+  // choose before (E056); each one taken away tightens.
+  void Caller() {
+    auto diff = [this](const std::vector<std::string>& now, const std::vector<std::string>& was,
+                       const std::string& field, const std::string& what) {
+      for (const std::string& x : now) {
+        if (std::find(was.begin(), was.end(), x) == was.end()) {
+          Add(Effect::kLoosens, "E056", field, "lets callers choose " + what + " " + x);
+        }
+      }
+      for (const std::string& x : was) {
+        if (std::find(now.begin(), now.end(), x) == now.end()) {
+          Add(Effect::kTightens, "", field, "no longer lets callers choose " + what + " " + x);
+        }
+      }
+    };
+    diff(n_.caller.env, o_.caller.env, "caller.env", "environment variable");
+    diff(n_.caller.cwd, o_.caller.cwd, "caller.cwd", "working directory under");
   }
 
   static std::string ActionText(plan::SyscallAction a, int err) {

@@ -1,5 +1,7 @@
 #include "compiler/draft.h"
 
+#include <algorithm>
+
 namespace safex::compiler {
 namespace {
 
@@ -60,6 +62,16 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     note(Idx("network.egress", p.network.egress.size()), e.origin);
     p.network.egress.push_back(e.value);
   }
+  // Sorted and unique: the plan's canonical form (verify.cc checks it).
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  if (d.caller_env)
+    p.caller.env = sorted(d.caller_env->value), note("caller.env", d.caller_env->origin);
+  if (d.caller_cwd)
+    p.caller.cwd = sorted(d.caller_cwd->value), note("caller.cwd", d.caller_cwd->origin);
   for (const auto& [k, v] : d.env) {
     p.env[k] = v.value;
     note("env." + k, v.origin);

@@ -54,6 +54,8 @@ struct Draft {
 
   std::vector<Set<plan::EgressRule>> egress;
   std::map<std::string, Set<std::string>> env;
+  // `caller { env = [...] cwd = [...] }`: what a caller of the service may choose per run.
+  std::optional<Set<std::vector<std::string>>> caller_env, caller_cwd;
 
   std::optional<Set<plan::SyscallAction>> seccomp_default;
   std::map<std::string, Set<plan::SyscallRule>> syscalls;

@@ -112,6 +112,13 @@ std::string Explain(const plan::Plan& p) {
   if (p.env.empty()) line("  empty");
   for (const auto& [k, v] : p.env) line("  " + k + "=" + v);
   line("");
+  line("What a caller of the service may choose per run");
+  line("  a shorter wall time (never a longer one)");
+  if (p.caller.env.empty()) line("  no environment variables");
+  for (const std::string& k : p.caller.env) line("  environment variable " + k);
+  if (p.caller.cwd.empty()) line("  no working directory");
+  for (const std::string& d : p.caller.cwd) line("  a working directory at or below " + d);
+  line("");
   line("System calls");
   line("  by default " + ActionText(p.seccomp.default_action, p.seccomp.default_errno));
   std::map<std::string, std::string> by_action;  // action text -> names, in name order

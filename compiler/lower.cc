@@ -82,9 +82,8 @@ class Lowerer {
       std::string kw = Keyword(s, d_);
       if (kw.empty()) continue;
       static const std::vector<std::string_view> kKeywords = {
-          "trust", "isolation", "limits",   "rootfs",  "mount",   "unmount", "network",
-          "env",   "syscalls",  "validate", "outputs", "process", "gvisor",  "microvm",
-          "test"};
+          "trust",    "isolation", "limits",  "rootfs",  "mount",  "unmount", "network", "env",
+          "syscalls", "validate",  "outputs", "process", "gvisor", "microvm", "test",    "caller"};
       bool known = false;
       for (auto k : kKeywords) known |= kw == k;
       if (!known) {
@@ -129,6 +128,8 @@ class Lowerer {
         Gvisor(s);
       else if (kw == "microvm")
         Microvm(s);
+      else if (kw == "caller")
+        Caller(s);
       active_.reset();
     }
   }
@@ -311,6 +312,31 @@ class Lowerer {
       if (!v) return;
       auto& slot = kw == "user" ? draft_.uid : draft_.gid;
       slot = Set<uint32_t>{static_cast<uint32_t>(*v), Here(x)};
+    });
+  }
+
+  // `caller { env = ["SEED"]  cwd = ["/data/in"] }`: what a caller of the service may choose per
+  // run (plan.h, CallerChoices); the verifier checks the names and paths.
+  void Caller(const Statement& s) {
+    if (!ExpectBlock(s, d_, "caller")) return;
+    std::map<std::string, dsl::Span> seen;
+    Each(s, [&](const Statement& x) {
+      std::string kw = Keyword(x, d_);
+      if (kw.empty()) return;
+      if (kw != "env" && kw != "cwd") {
+        UnknownKeyword(x, d_, kw, "`caller`", {"env", "cwd"});
+        return;
+      }
+      if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
+      const auto* items = ReadList(x.assigned, d_, kw == "env" ? "caller env" : "caller cwd");
+      if (items == nullptr) return;
+      std::vector<std::string> values;
+      for (const dsl::Value& v : *items) {
+        auto text = ReadString(v, d_, kw == "env" ? "a variable name" : "a directory");
+        if (text) values.push_back(*text);
+      }
+      (kw == "env" ? draft_.caller_env : draft_.caller_cwd) =
+          Set<std::vector<std::string>>{std::move(values), Here(x)};
     });
   }
 

@@ -122,6 +122,12 @@ struct Validator {
   std::optional<JsonRule> json;
 };
 
+struct CallerChoices {
+  std::vector<std::string> env;  // variable names, sorted
+  std::vector<std::string> cwd;  // absolute, normalised directories, sorted
+  bool empty() const { return env.empty() && cwd.empty(); }
+};
+
 // Caps on what the supervisor collects from output mounts after the run.
 struct OutputCollection {
   uint64_t max_files = 0;
@@ -156,6 +162,11 @@ struct Plan {
   std::vector<Mount> mounts;  // ordered as they are applied
   Network network;
   std::map<std::string, std::string> env;  // exactly the environment of the sandboxed process
+  // What a caller of the service may choose per run (docs/api.md), nothing else: the names of
+  // environment variables it may set (added to env, or replacing the policy's value) and the
+  // directories its working directory may be (or be below). In the JSON only when non-empty, so
+  // plans without them keep their digests.
+  CallerChoices caller;
   Seccomp seccomp;
   std::vector<Validator> validators;
   OutputCollection outputs;

@@ -136,6 +136,7 @@ Json ToJson(const Plan& p) {
   Json env = Json::object();
   for (const auto& [k, v] : p.env) env[k] = v;
   j["env"] = std::move(env);
+  if (!p.caller.empty()) j["caller"] = Json{{"env", p.caller.env}, {"cwd", p.caller.cwd}};
   Json rules = Json::array();
   for (const auto& r : p.seccomp.rules) {
     rules.push_back(Json{
@@ -444,6 +445,12 @@ Plan FromJson(const Json& j, std::string* err) {
     e.Done();
   }
   p.env = r.StringMap("env");
+  if (r.Has("caller")) {
+    Reader c(*r.Field("caller"), "caller", err);
+    p.caller.env = c.StringList("env");
+    p.caller.cwd = c.StringList("cwd");
+    c.Done();
+  }
   if (const Json* s = r.Field("seccomp")) {
     Reader e(*s, "seccomp", err);
     p.seccomp.default_action =

@@ -4,6 +4,7 @@
 #include <seccomp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <set>
@@ -49,6 +50,7 @@ class Checker {
     CheckMounts();
     CheckEgress();
     CheckEnv();
+    CheckCaller();
     CheckSeccomp();
     CheckValidators();
     CheckOutputs();
@@ -115,6 +117,7 @@ class Checker {
       Str(Idx("sources", i) + ".path", p_.sources[i].path);
     Str("gvisor.platform", p_.gvisor.platform);
     Str("process.cwd", p_.process.cwd);
+    for (const std::string& d : p_.caller.cwd) Str("caller.cwd", d);
     for (size_t i = 0; i < p_.mounts.size(); ++i) {
       Str(Idx("mounts", i) + ".target", p_.mounts[i].target);
       Str(Idx("mounts", i) + ".source", p_.mounts[i].source);
@@ -416,11 +419,7 @@ class Checker {
     }
     for (const auto& [k, v] : p_.env) {
       std::string f = "env." + k;
-      bool valid = !k.empty() && k.size() <= 256 && !(k[0] >= '0' && k[0] <= '9');
-      for (char ch : k) {
-        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) valid = false;
-      }
-      if (!valid) {
+      if (!ValidEnvName(k)) {
         Add("E075", f, "environment variable names are [A-Za-z_][A-Za-z0-9_]*, at most 256 bytes");
         continue;
       }
@@ -432,6 +431,46 @@ class Checker {
         Add("E075", f, "environment value longer than " + std::to_string(kMaxEnvValueBytes));
       }
     }
+  }
+
+  // What callers may choose (plan.h, CallerChoices): names an env entry could have, sorted and
+  // unique, never the dynamic loader's; working directories that are normal absolute paths.
+  void CheckCaller() {
+    const auto& env = p_.caller.env;
+    if (env.size() > kMaxEnv) {
+      Add("E089", "caller.env", "more than " + std::to_string(kMaxEnv) + " names");
+    }
+    if (!std::is_sorted(env.begin(), env.end()) ||
+        std::adjacent_find(env.begin(), env.end()) != env.end()) {
+      Add("E075", "caller.env", "names must be sorted and unique");
+    }
+    for (const std::string& k : env) {
+      const std::string f = "caller.env." + k;
+      if (!ValidEnvName(k)) {
+        Add("E075", f, "environment variable names are [A-Za-z_][A-Za-z0-9_]*, at most 256 bytes");
+      } else if (k.rfind("LD_", 0) == 0 || k == "GLIBC_TUNABLES") {
+        Add("E074", f,
+            k + " would change how the dynamic loader runs the program; callers may not set it");
+      }
+    }
+    const auto& cwd = p_.caller.cwd;
+    if (!std::is_sorted(cwd.begin(), cwd.end()) ||
+        std::adjacent_find(cwd.begin(), cwd.end()) != cwd.end()) {
+      Add("E083", "caller.cwd", "directories must be sorted and unique");
+    }
+    for (const std::string& d : cwd) {
+      if (!IsNormalAbsolutePath(d)) {
+        Add("E083", "caller.cwd", "\"" + d + "\" is not an absolute, normalised path");
+      }
+    }
+  }
+
+  static bool ValidEnvName(const std::string& k) {
+    bool valid = !k.empty() && k.size() <= 256 && !(k[0] >= '0' && k[0] <= '9');
+    for (char ch : k) {
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) valid = false;
+    }
+    return valid;
   }
 
   void Errno(const std::string& f, int e) {

@@ -5,9 +5,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <ctime>
@@ -18,7 +20,9 @@
 #include "audit/audited_run.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
+#include "common/utf8.h"
 #include "plan/plan_json.h"
+#include "plan/verify.h"
 #include "supervisor/input_stage.h"
 #include "supervisor/output/delivery.h"
 #include "supervisor/output/output_files.h"
@@ -119,7 +123,8 @@ class RunAttempt {
              audit::AuditLog& log)
       : options_(options),
         spec_(std::move(spec)),
-        plan_(Derived(prepared.plan, spec_.wall_time_ns, &derived_)),
+        plan_(Derived(prepared.plan, spec_, &derived_)),
+        policy_plan_(prepared.plan),
         log_(log) {
     report_.run_id = spec_.run_id.empty() ? audit::NewRunId() : spec_.run_id;
     report_.policy_name = plan_.policy_name;
@@ -129,24 +134,25 @@ class RunAttempt {
     report_.backend = plan::BackendName(plan_.backend);
   }
 
-  // The plan with the request's shorter wall time, kept in `*derived` (the plan itself when the
-  // request asks for none, or for one that is not shorter: CheckRequest refuses that).
-  static const plan::Plan& Derived(const plan::Plan& plan, uint64_t wall_time_ns,
+  // The plan with the request's choices (a shorter wall time, environment variables, a working
+  // directory), kept in `*derived`; the plan itself when the request makes none. Choices the
+  // plan does not allow are applied here too and refused by CheckRequest before anything runs.
+  static const plan::Plan& Derived(const plan::Plan& plan, const RunSpec& spec,
                                    std::optional<plan::Plan>* derived) {
-    if (wall_time_ns == 0 || wall_time_ns >= plan.limits.wall_time_ns) return plan;
+    if (spec.wall_time_ns == 0 && spec.env.empty() && spec.cwd.empty()) return plan;
     *derived = plan;
-    (*derived)->limits.wall_time_ns = wall_time_ns;
-    return **derived;
+    plan::Plan& d = **derived;
+    if (spec.wall_time_ns != 0)
+      d.limits.wall_time_ns = std::min(spec.wall_time_ns, plan.limits.wall_time_ns);
+    for (const auto& [k, v] : spec.env) d.env[k] = v;
+    if (!spec.cwd.empty()) d.process.cwd = spec.cwd;
+    return d;
   }
 
   // 1. The request against the plan: argv, the directories it names, the plan's validators.
   Status CheckRequest() {
     if (spec_.argv.empty()) return Status::InvalidArgument("empty argv: nothing to run");
-    if (spec_.wall_time_ns > plan_.limits.wall_time_ns) {
-      return Status::InvalidArgument(fmt::format(
-          "the request asks for a wall time of {} ms; policy {} allows at most {} ms",
-          spec_.wall_time_ns / 1000000, plan_.policy_name, plan_.limits.wall_time_ns / 1000000));
-    }
+    SAFEX_RETURN_IF_ERROR(CheckCallerChoices(policy_plan_, spec_));
     if (!spec_.input_dir.empty()) {
       if (FindMount(plan_, plan::MountKind::kInput) == nullptr) {
         return Status::InvalidArgument(fmt::format(
@@ -415,8 +421,9 @@ class RunAttempt {
 
   const RunnerOptions& options_;
   RunSpec spec_;
-  std::optional<plan::Plan> derived_;  // the plan with the request's shorter wall time
-  const plan::Plan& plan_;
+  std::optional<plan::Plan> derived_;  // the plan with the request's choices
+  const plan::Plan& plan_;             // what runs: the derived plan, or the policy's
+  const plan::Plan& policy_plan_;      // the policy's, which says what callers may choose
   audit::AuditLog& log_;
   RunReport report_;
   UniqueFd output_dir_;
@@ -429,6 +436,44 @@ class RunAttempt {
 };
 
 }  // namespace
+
+Status CheckCallerChoices(const plan::Plan& plan, const RunSpec& spec) {
+  if (spec.wall_time_ns > plan.limits.wall_time_ns) {
+    return Status::InvalidArgument(fmt::format(
+        "the request asks for a wall time of {} ms; policy {} allows at most {} ms",
+        spec.wall_time_ns / 1000000, plan.policy_name, plan.limits.wall_time_ns / 1000000));
+  }
+  const auto& names = plan.caller.env;
+  for (const auto& [k, v] : spec.env) {
+    if (std::find(names.begin(), names.end(), k) == names.end()) {
+      return Status::InvalidArgument(fmt::format(
+          "policy {} does not let callers set the environment variable {} (its `caller` block "
+          "names: {})",
+          plan.policy_name, k, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+    }
+    if (v.find('\0') != std::string::npos || !IsValidUtf8(v) ||
+        v.size() > plan::kMaxEnvValueBytes) {
+      return Status::InvalidArgument("the value of " + k +
+                                     " must be UTF-8 text without NUL, at most 32KiB");
+    }
+  }
+  if (!spec.cwd.empty()) {
+    if (!plan::IsNormalAbsolutePath(spec.cwd)) {
+      return Status::InvalidArgument("cwd must be an absolute, normalised path");
+    }
+    const bool allowed =
+        std::any_of(plan.caller.cwd.begin(), plan.caller.cwd.end(), [&](const std::string& d) {
+          return spec.cwd == d || d == "/" || spec.cwd.starts_with(d + "/");
+        });
+    if (!allowed) {
+      return Status::InvalidArgument(fmt::format(
+          "policy {} does not let callers work in {} (its `caller` block allows: {})",
+          plan.policy_name, spec.cwd,
+          plan.caller.cwd.empty() ? "none" : fmt::format("{}", fmt::join(plan.caller.cwd, ", "))));
+    }
+  }
+  return Status::Ok();
+}
 
 std::string StagedInputPath(const std::string& state_root, const std::string& run_id) {
   return PrivateRootFor(state_root) + "/input-" + run_id;

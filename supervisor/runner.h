@@ -81,6 +81,11 @@ struct RunSpec {
   // a larger value is refused. The run then enforces a derived plan (the plan with
   // limits.wall_time lowered), and its records carry that plan's digest.
   uint64_t wall_time_ns = 0;
+  // Choices the plan lets a caller make (plan::CallerChoices): environment variables (names the
+  // plan lists; added, or replacing the plan's value) and a working directory (one the plan
+  // lists, or below one). Anything else is refused. The run then enforces a derived plan.
+  std::map<std::string, std::string> env;
+  std::string cwd;  // "" : the plan's
   // Recorded with the run (audit::RunStart::purpose): "test POLICY/NAME" for `safex test`.
   std::string purpose;
 };
@@ -120,6 +125,11 @@ struct PreparedPlan {
 Result<PreparedPlan> PreparePlan(const std::string& policy_path,
                                  const std::vector<std::string>& search_path,
                                  const plan::Ceilings& ceilings, RunReport* report);
+
+// Whether `spec`'s per-run choices (wall time, env, cwd) stay within what `plan` allows; the
+// message names the first that does not. The Runner refuses such a request; the service answers
+// it 400 before it runs.
+Status CheckCallerChoices(const plan::Plan& plan, const RunSpec& spec);
 
 // Re-verifies a plan received as JSON (e.g. `safex compile` output).
 Result<PreparedPlan> VerifyPlanJson(std::string_view json, const plan::Ceilings& ceilings);

@@ -490,12 +490,14 @@ class SafexClient:
     # --- the API --------------------------------------------------------------------------
 
     def run(self, policy, argv, stdin=None, files=None, wall_time_ms=None, idempotency_key=None,
-            on_stdout=None, on_stderr=None, on_event=None):
+            on_stdout=None, on_stderr=None, on_event=None, env=None, cwd=None):
         """Starts `argv` under `policy` (POST /v1/runs with "wait": false) and returns its
         RunHandle at once.
 
         stdin: bytes or str. files: the input directory, {name: bytes|str} or [(name, data)].
-        wall_time_ms: a shorter wall-time limit than the policy's. idempotency_key: a retried
+        wall_time_ms: a shorter wall-time limit than the policy's. env ({name: value}) and cwd:
+        only what the policy's `caller` block lets callers choose (else SafexError 400 on wait()).
+        idempotency_key: a retried
         call with the same key (and body) returns the same run instead of starting another.
         on_stdout / on_stderr (called with str, or bytes for non-UTF-8 output) and on_event
         (called with every event dict): when any is given, run() follows the run's events,
@@ -508,6 +510,10 @@ class SafexClient:
             body["files"] = [{"name": n, "data": _b64(d)} for n, d in items]
         if wall_time_ms is not None:
             body["wall_time_ms"] = int(wall_time_ms)
+        if env:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if cwd is not None:
+            body["cwd"] = cwd
         headers = {}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key

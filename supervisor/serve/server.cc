@@ -551,18 +551,19 @@ struct Server::Impl {
       return refused(why, unknown ? 404 : 200);
     }
 
-    // A shorter wall time only: the policy's limit is the most a caller gets.
-    if (job.request.wall_time_ms * 1000000 > (*prepared)->plan.limits.wall_time_ns) {
+    // The request's own choices (a shorter wall time, environment variables, a working
+    // directory), only within what the policy lets callers choose: otherwise 400, audited.
+    spec.wall_time_ns = job.request.wall_time_ms * 1000000;
+    spec.env = job.request.env;
+    spec.cwd = job.request.cwd;
+    if (Status st = supervisor::CheckCallerChoices((*prepared)->plan, spec); !st.ok()) {
       report.policy_name = job.request.policy;
-      report.reason = "bad request: wall_time_ms " + std::to_string(job.request.wall_time_ms) +
-                      " is more than policy \"" + job.request.policy + "\" allows (" +
-                      std::to_string((*prepared)->plan.limits.wall_time_ns / 1000000) + " ms)";
+      report.reason = "bad request: " + st.message();
       report.verdict = supervisor::Verdict::kRefused;
       report.exit_status = supervisor::kExitRefused;
       metrics.Refused(RefusalReason::kBadRequest);
       return refused(RefusalReason::kBadRequest, 400);
     }
-    spec.wall_time_ns = job.request.wall_time_ms * 1000000;
 
     // The request's files become the run's input directory (the runner snapshots it); its output
     // files are delivered into a directory of its own that the service keeps (result_files.h).

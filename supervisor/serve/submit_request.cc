@@ -206,9 +206,30 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
         return Status::InvalidArgument("\"wall_time_ms\" must be an integer 1..86400000");
       }
       req.wall_time_ms = v.get<uint64_t>();
+    } else if (key == "env") {
+      // Names and values are checked against the policy when the run starts (what it lets
+      // callers set); here only their shape and size.
+      if (!v.is_object() || v.size() > 64) {
+        return Status::InvalidArgument("\"env\" must be an object of at most 64 strings");
+      }
+      for (auto e = v.begin(); e != v.end(); ++e) {
+        if (!e.value().is_string() || e.key().empty() || e.key().size() > 256 ||
+            e.value().get_ref<const std::string&>().size() > (32u << 10)) {
+          return Status::InvalidArgument(
+              "\"env\" maps names (1-256 bytes) to strings of at most 32KiB");
+        }
+        req.env[e.key()] = e.value().get<std::string>();
+      }
+    } else if (key == "cwd") {
+      if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+          v.get_ref<const std::string&>().size() > 4096) {
+        return Status::InvalidArgument("\"cwd\" must be a path (1-4096 bytes)");
+      }
+      req.cwd = v.get<std::string>();
     } else {
-      return Status::InvalidArgument("unknown field \"" + key +
-                                     "\" (expected policy, argv, stdin, files, wait, wall_time_ms)");
+      return Status::InvalidArgument(
+          "unknown field \"" + key +
+          "\" (expected policy, argv, stdin, files, wait, wall_time_ms, env, cwd)");
     }
   }
   if (!have_policy) return Status::InvalidArgument("\"policy\" is required");
@@ -230,6 +251,8 @@ Result<std::string> EncodeSubmitRequest(const SubmitRequest& request) {
   }
   if (!request.wait) j["wait"] = false;
   if (request.wall_time_ms != 0) j["wall_time_ms"] = request.wall_time_ms;
+  if (!request.env.empty()) j["env"] = request.env;
+  if (!request.cwd.empty()) j["cwd"] = request.cwd;
   // argv strings are whatever the caller typed; invalid UTF-8 cannot travel in JSON text.
   try {
     return j.dump(-1, ' ', false, json::error_handler_t::strict);

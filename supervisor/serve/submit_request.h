@@ -5,7 +5,9 @@
 //    "stdin": "<base64>",                       optional: bytes fed to standard input
 //    "files": [{"name": "main.py", "data": "<base64>"}],   optional: the run's input directory
 //    "wait": false,                              optional (default true): answer at once (202)
-//    "wall_time_ms": 2000}                       optional: a shorter wall time (1..86400000)
+//    "wall_time_ms": 2000,                       optional: a shorter wall time (1..86400000)
+//    "env": {"SEED": "7"},                       optional: variables the policy lets callers set
+//    "cwd": "/data/in"}                          optional: a working directory the policy allows
 //
 // Strict: unknown fields, wrong types, duplicate keys (at any depth), a leading byte order mark,
 // duplicate file names, names with '/' or starting with '.', non-canonical base64, invalid UTF-8
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +46,8 @@ struct SubmitRequest {
   std::vector<InputFile> files;
   bool wait = true;  // false: answered 202 at admission; the run goes on without the client
   uint64_t wall_time_ms = 0;  // 0: the policy's
+  std::map<std::string, std::string> env;  // at most 64, each value at most 32KiB
+  std::string cwd;                         // "" : the policy's
 };
 
 // InvalidArgument (-> 400) for malformed or invalid requests, ResourceExhausted (-> 413) for a

@@ -54,6 +54,19 @@ TEST(ComparePlansTest, DirectionOfEachChange) {
   EXPECT_NE(text.find("memory raised from 512MiB to 1GiB"), std::string::npos) << text;
 }
 
+TEST(ComparePlansTest, WhatCallersMayChoose) {
+  plan::Plan a = ValidPlan();
+  a.caller.env = {"SEED"};
+  a.caller.cwd = {"/data/in"};
+  plan::Plan b = a;
+  b.caller.env = {"EXTRA", "SEED"};
+  b.caller.cwd = {};
+  auto changes = ComparePlans(a, b);
+  EXPECT_EQ(Effects(changes),
+            (std::vector<std::string>{"loosens caller.env", "tightens caller.cwd"}));
+  EXPECT_EQ(changes[0].code, "E056");
+}
+
 TEST(ComparePlansTest, RemovingAValidatorLoosens) {
   plan::Plan a = ValidPlan();
   plan::Plan b = ValidPlan();

@@ -48,6 +48,22 @@ TEST(PlanJsonTest, RoundTrip) {
   EXPECT_EQ(back->env.at("UNICODE"), p.env.at("UNICODE"));
 }
 
+TEST(PlanJsonTest, CallerChoicesRoundTripAndAreAbsentWhenEmpty) {
+  Plan p = ValidPlan();
+  const std::string without = ToCanonicalJson(p);
+  EXPECT_EQ(without.find("\"caller\""), std::string::npos);  // digests of older plans stay
+  p.caller.env = {"SEED", "TASK_ID"};
+  p.caller.cwd = {"/data/in"};
+  const std::string j = ToCanonicalJson(p);
+  EXPECT_NE(j.find(R"("caller":{"cwd":["/data/in"],"env":["SEED","TASK_ID"]})"), std::string::npos)
+      << j;
+  auto back = PlanFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->caller.env, p.caller.env);
+  EXPECT_EQ(back->caller.cwd, p.caller.cwd);
+  EXPECT_NE(PlanDigest(*back), PlanDigest(ValidPlan()));
+}
+
 TEST(PlanJsonTest, DigestIsCheckedWhenPresent) {
   std::string with = ToCanonicalJsonWithDigest(ValidPlan());
   EXPECT_NE(with.find("\"plan_digest\":\"" + PlanDigest(ValidPlan()) + "\""), std::string::npos);

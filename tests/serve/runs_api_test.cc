@@ -190,12 +190,11 @@ TEST_F(RunsApiTest, EventsArriveAsTheProgramWritesThem) {
 TEST_F(RunsApiTest, AStreamedSecretEndsTheRunAtOnceAndNeverLeaves) {
   StartAndSnapshot();
   const auto t0 = Clock::now();
-  const std::string id = Start(
-      "python-untrusted",
-      {"python3", "-c",
-       "import time\nprint('ok', flush=True)\ntime.sleep(0.5)\n"
-       "print('AKIA' + 'ABCDEFGHIJKLMNOP', flush=True)\n"
-       "time.sleep(60)\n"});
+  const std::string id =
+      Start("python-untrusted", {"python3", "-c",
+                                 "import time\nprint('ok', flush=True)\ntime.sleep(0.5)\n"
+                                 "print('AKIA' + 'ABCDEFGHIJKLMNOP', flush=True)\n"
+                                 "time.sleep(60)\n"});
   Follower f = Follower::Read(h_.socket(), id);
   ASSERT_TRUE(f.ended);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(30)) << "the run was not stopped at once";
@@ -279,9 +278,10 @@ TEST_F(RunsApiTest, AWaitingClientThatHangsUpCancelsItsRun) {
 
 TEST_F(RunsApiTest, AFollowerThatStopsReadingBlocksNeitherTheRunNorTheService) {
   StartAndSnapshot({.request_timeout = "2s"});
-  const std::string id =
-      Start("base-untrusted",
-            {"sh", "-c", "i=0; while [ $i -lt 12000 ]; do echo line-$i-0123456789abcdef0123456789abcdef0123456789; i=$((i+1)); done"});
+  const std::string id = Start(
+      "base-untrusted", {"sh", "-c",
+                         "i=0; while [ $i -lt 12000 ]; do echo "
+                         "line-$i-0123456789abcdef0123456789abcdef0123456789; i=$((i+1)); done"});
   // A follower with a tiny receive buffer that reads nothing.
   auto fd = serve::ConnectUnix(h_.socket());
   ASSERT_TRUE(fd.ok());
@@ -294,9 +294,9 @@ TEST_F(RunsApiTest, AFollowerThatStopsReadingBlocksNeitherTheRunNorTheService) {
   EXPECT_GT(r["stdout"]["bytes"].get<uint64_t>(), 600000u);
   // Another client is served meanwhile, and the stalled follower is cut after request_timeout.
   EXPECT_EQ(Get("/v1/health")["status"], "ok");
-  EXPECT_TRUE(h_.WaitHealth(
-      [](const std::string& b) { return Parse(b).value("connections", -1) == 1; },
-      std::chrono::seconds(20)))
+  EXPECT_TRUE(
+      h_.WaitHealth([](const std::string& b) { return Parse(b).value("connections", -1) == 1; },
+                    std::chrono::seconds(20)))
       << "the stalled follower's connection is still open";
   size_t got = 0;
   timeval tv{5, 0};
@@ -318,12 +318,12 @@ TEST_F(RunsApiTest, OtherUsersSeeNothingButAuditorsOfThePolicySeeEverything) {
   const std::string id = Start("base-untrusted", {"echo", "mine"});
   WaitResult(id);
   auto as = [&](uid_t uid, const std::string& method, const std::string& target) {
-    std::string resp = testing::RequestAs(uid, uid, h_.socket(),
-                                          method + " " + target + " HTTP/1.1\r\n\r\n");
+    std::string resp =
+        testing::RequestAs(uid, uid, h_.socket(), method + " " + target + " HTTP/1.1\r\n\r\n");
     return resp.substr(0, resp.find("\r\n"));
   };
-  for (const std::string& t : {"/v1/runs/" + id, "/v1/runs/" + id + "/events",
-                               "/v1/runs/" + id + "/files"}) {
+  for (const std::string& t :
+       {"/v1/runs/" + id, "/v1/runs/" + id + "/events", "/v1/runs/" + id + "/files"}) {
     EXPECT_EQ(as(65534, "GET", t), "HTTP/1.1 404 Not Found") << t;
     EXPECT_EQ(as(65533, "GET", t), "HTTP/1.1 200 OK") << t;
   }
@@ -343,9 +343,9 @@ TEST_F(RunsApiTest, OtherUsersSeeNothingButAuditorsOfThePolicySeeEverything) {
 
 TEST_F(RunsApiTest, OutputFilesAreKeptListedFetchedAndDeliveredBySubmit) {
   StartAndSnapshot();
-  const std::string id = Start(
-      "python-untrusted",
-      {"python3", "-c", "open('/data/out/result.json', 'w').write('{\"answer\": 42}')"});
+  const std::string id =
+      Start("python-untrusted",
+            {"python3", "-c", "open('/data/out/result.json', 'w').write('{\"answer\": 42}')"});
   EXPECT_EQ(WaitResult(id)["verdict"], "ok");
   json list = Get("/v1/runs/" + id + "/files");
   ASSERT_EQ(list["files"].size(), 1u) << list.dump();
@@ -387,9 +387,9 @@ TEST_F(RunsApiTest, IdempotentRetriesAndAShorterWallTime) {
   EXPECT_EQ(a, b);
   serve::HttpCallOptions o;
   o.headers = {"Idempotency-Key: job-7"};
-  auto other = serve::HttpCall(h_.socket(), "POST", "/v1/runs",
-                               json{{"policy", "python-untrusted"}, {"argv", {"echo", "twice"}}}.dump(),
-                               o);
+  auto other =
+      serve::HttpCall(h_.socket(), "POST", "/v1/runs",
+                      json{{"policy", "python-untrusted"}, {"argv", {"echo", "twice"}}}.dump(), o);
   EXPECT_EQ(other->status, 409) << other->body;
   const json normal = WaitResult(a);
   size_t runs = 0;
@@ -409,6 +409,38 @@ TEST_F(RunsApiTest, IdempotentRetriesAndAShorterWallTime) {
       json{{"policy", "python-untrusted"}, {"argv", {"true"}}, {"wall_time_ms", 3600000}}.dump());
   EXPECT_EQ(too_long->status, 400) << too_long->body;
   EXPECT_EQ(AuditRun(Parse(too_long->body)["run_id"]).state, "refused");
+  ExpectNoLeaks();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+}
+
+TEST_F(RunsApiTest, CallersChooseOnlyWhatThePolicysCallerBlockLists) {
+  StartAndSnapshot();
+  h_.dir().Write("policies/agent.policy",
+                 "policy \"agent\" extends \"python-untrusted\" {\n"
+                 "  @override(\"TEST-1: agents pass a task id and work below /data\")\n"
+                 "  caller {\n    env = [\"TASK_ID\"]\n    cwd = [\"/data\"]\n  }\n}\n");
+  auto post = [&](json extra) {
+    json body = {{"policy", "agent"}, {"argv", {"sh", "-c", "echo \"$TASK_ID\"; pwd"}}};
+    body.update(extra);
+    return h_.Call("POST", "/v1/runs", body.dump());
+  };
+  auto ok = post({{"env", {{"TASK_ID", "t-42"}}}, {"cwd", "/data/in"}});
+  ASSERT_TRUE(ok.ok());
+  json r = Parse(ok->body);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(r["verdict"], "ok") << ok->body;
+  EXPECT_EQ(r["stdout"]["text"], "t-42\n/data/in\n");
+  json plain = Parse(post(json::object())->body);
+  EXPECT_EQ(plain["stdout"]["text"], "\n/tmp\n");     // the policy's own cwd and no TASK_ID
+  EXPECT_NE(r["plan_digest"], plain["plan_digest"]);  // a derived plan, recorded as such
+  EXPECT_EQ(AuditRun(r["run_id"]).plan_digest, r["plan_digest"]);
+  for (const json& bad :
+       {json{{"env", {{"PATH", "/tmp"}}}}, json{{"env", {{"LD_PRELOAD", "x"}}}},
+        json{{"cwd", "/etc"}}, json{{"cwd", "/data/../etc"}}, json{{"cwd", "/datax"}}}) {
+    auto resp = post(bad);
+    EXPECT_EQ(resp->status, 400) << bad.dump() << ": " << resp->body;
+    EXPECT_EQ(AuditRun(Parse(resp->body)["run_id"]).state, "refused") << bad.dump();
+  }
   ExpectNoLeaks();
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
 }
