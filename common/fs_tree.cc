@@ -85,6 +85,25 @@ Result<std::vector<std::string>> ListDirectory(const std::string& path) {
   return names;
 }
 
+Result<std::vector<std::string>> ListDirectoryAt(int dirfd) {
+  // fdopendir takes the descriptor over: a duplicate of the caller's, which stays theirs.
+  const int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup_fd < 0) return Status::Errno("fcntl", errno);
+  DIR* d = fdopendir(dup_fd);
+  if (d == nullptr) {
+    close(dup_fd);
+    return Status::Errno("fdopendir", errno);
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::vector<std::string> ListDirectoryOrEmpty(const std::string& path) {
   auto names = ListDirectory(path);
   return names.ok() ? std::move(names).value() : std::vector<std::string>{};

@@ -13,6 +13,8 @@ Result<std::vector<std::string>> ListDirectory(const std::string& path);
 // The same, with nothing for a directory that is missing or unreadable (for sweeps that look for
 // leftovers: no directory, no leftovers).
 std::vector<std::string> ListDirectoryOrEmpty(const std::string& path);
+// The same for an open directory (`dirfd` stays open and the caller's).
+Result<std::vector<std::string>> ListDirectoryAt(int dirfd);
 
 // Removes the tree at `path`, fd-relative and depth first, without following a symlink and
 // without crossing into another filesystem (a mount point below `path` is an error: something was

@@ -1,6 +1,5 @@
 #include "supervisor/serve/result_files.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -11,6 +10,7 @@
 #include <cerrno>
 #include <functional>
 
+#include "common/fs_tree.h"
 #include "common/sha256.h"
 #include "common/utf8.h"
 
@@ -45,20 +45,7 @@ Result<std::string> HashFd(int fd, uint64_t* size) {
 // Depth-first, fd-relative, O_NOFOLLOW at every step: a symlink is neither followed nor listed.
 Status Walk(int dirfd, const std::string& prefix, int depth, ResultFileList* out) {
   if (depth > 64) return Status::ResourceExhausted("output files nested deeper than 64");
-  int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) return Status::Errno("fcntl", errno);
-  DIR* d = fdopendir(dup_fd);
-  if (d == nullptr) {
-    close(dup_fd);
-    return Status::Errno("fdopendir", errno);
-  }
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
+  SAFEX_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectoryAt(dirfd));
   for (const std::string& n : names) {
     UniqueFd fd(openat(dirfd, n.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
     if (!fd) continue;  // a symlink (ELOOP) or gone: not ours to list

@@ -1257,11 +1257,21 @@ struct Server::Impl {
       if (e->cancelled_by.empty()) e->cancelled_by = who;
     }
     ServeLog("run " + run_id + ": cancel requested by " + who);
+    const bool was_queued = StopRun(*e, "cancelled by " + who + " before it started");
+    json j = {{"run_id", run_id},
+              {"state", was_queued ? "finished" : "running"},
+              {"cancel_requested", true}};
+    RespondJson(c, 202, j);
+  }
+
+  // Stops a run a caller cancelled: still queued, it is taken out of the queue and refused with
+  // `queued_reason` (true); otherwise its sandbox is killed (the runner's kCancelRequested).
+  bool StopRun(RunEntry& e, const std::string& queued_reason) {
     std::optional<Job> queued;
     {
       std::lock_guard<std::mutex> l(jobs_mu);
       auto it = std::find_if(jobs.begin(), jobs.end(),
-                             [&](const Job& j) { return j.entry->run_id == run_id; });
+                             [&](const Job& j) { return j.entry.get() == &e; });
       if (it != jobs.end()) {
         queued = std::move(*it);
         jobs.erase(it);
@@ -1270,15 +1280,12 @@ struct Server::Impl {
       }
     }
     if (queued) {
-      RefuseAdmitted(*queued, 200, RefusalReason::kCancelled,
-                     "cancelled by " + who + " before it started");
-    } else {
-      int expected = 0;
-      e->cancel.compare_exchange_strong(expected, supervisor::kCancelRequested);
+      RefuseAdmitted(*queued, 200, RefusalReason::kCancelled, queued_reason);
+      return true;
     }
-    json j = {
-        {"run_id", run_id}, {"state", queued ? "finished" : "running"}, {"cancel_requested", true}};
-    RespondJson(c, 202, j);
+    int expected = 0;
+    e.cancel.compare_exchange_strong(expected, supervisor::kCancelRequested);
+    return false;
   }
 
   // GET /v1/runs/ID/events?from=N: the run's events, as they come, chunked (PumpRun).
@@ -1498,25 +1505,7 @@ struct Server::Impl {
       }
       if (cancel) {
         ServeLog("run " + e.run_id + ": its waiting client went away; cancelling it");
-        std::optional<Job> queued;
-        {
-          std::lock_guard<std::mutex> l(jobs_mu);
-          auto it = std::find_if(jobs.begin(), jobs.end(),
-                                 [&](const Job& j) { return j.entry.get() == &e; });
-          if (it != jobs.end()) {
-            queued = std::move(*it);
-            jobs.erase(it);
-            --pending;
-            metrics.queue_depth.fetch_sub(1);
-          }
-        }
-        if (queued) {
-          RefuseAdmitted(*queued, 200, RefusalReason::kCancelled,
-                         "cancelled before it started: its waiting client went away");
-        } else {
-          int expected = 0;
-          e.cancel.compare_exchange_strong(expected, supervisor::kCancelRequested);
-        }
+        StopRun(e, "cancelled before it started: its waiting client went away");
       }
     }
     Close(c.id);
