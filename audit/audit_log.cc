@@ -726,12 +726,18 @@ Status AuditLog::MigrateToCurrentSchema(int64_t opened_version) {
   SAFEX_ASSIGN_OR_RETURN(bool row, s.Step());
   const int64_t version = row ? s.Int(0) : opened_version;
   s.Reset();
-  if (version == 1) {
-    SAFEX_RETURN_IF_ERROR(Exec(db, internal::kMigrateV1ToV2Sql, "adding the version 2 columns"));
+  // Each step from the version found, in order; the views once at the end.
+  if (version < internal::kSchemaVersion) {
+    if (version == 1) {
+      SAFEX_RETURN_IF_ERROR(Exec(db, internal::kMigrateV1ToV2Sql, "adding the version 2 columns"));
+    }
+    SAFEX_RETURN_IF_ERROR(
+        Exec(db, internal::kMigrateV2ToV3Sql, "rebuilding the events table for version 3"));
     SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateViewsSql, "recreating the views"));
     SAFEX_ASSIGN_OR_RETURN(Stmt ins,
                            Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
-    SAFEX_RETURN_IF_ERROR(ins.BindText(1, "migrated_to_2_ns"));
+    SAFEX_RETURN_IF_ERROR(
+        ins.BindText(1, "migrated_to_" + std::to_string(internal::kSchemaVersion) + "_ns"));
     SAFEX_RETURN_IF_ERROR(ins.BindText(2, std::to_string(NowNs())));
     SAFEX_RETURN_IF_ERROR(ins.Step().status());
     const std::string stamp = "PRAGMA user_version=" + std::to_string(internal::kSchemaVersion);
@@ -870,6 +876,9 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
   if ((kind == kKindStart || kind == kKindRefusal) && any) {
     return Status::FailedPrecondition("run id " + run_id + " is already in the audit log");
   }
+  if (kind == kKindAccess && !any) {
+    return Status::FailedPrecondition("run " + run_id + " is not in the audit log");
+  }
   if (kind == kKindEnd || kind == kKindInterrupted) {
     if (!started) {
       return Status::FailedPrecondition("run " + run_id + " has no start event to end");
@@ -892,6 +901,11 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
     appended->hash = row.hash;
   }
   return Status::Ok();
+}
+
+Status AuditLog::RecordAccess(const Access& access, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromAccess(access, NowNs()));
+  return Append(std::move(row), appended).With("audit log " + path_ + ": recording an access");
 }
 
 Status AuditLog::RecordStart(const RunStart& start, EventRef* appended) {

@@ -83,7 +83,7 @@ struct RunSummary {
   std::optional<StreamSummary> stderr_summary;
   std::vector<ValidatorResult> validator_results;
   std::vector<DeniedEgress> denied_egress;
-  std::string reason;  // refusal reason, setup error, or why it was interrupted
+  std::string reason;       // refusal reason, setup error, or why it was interrupted
   std::string purpose;      // RunStart::purpose ("" for ordinary runs)
   std::string enforcement;  // RunEnd::enforcement (JSON; "" when not recorded)
   int64_t start_seq = 0;
@@ -164,6 +164,8 @@ class AuditLog {
   Status RecordEnd(const RunEnd& end, EventRef* appended = nullptr);
   Status RecordRefusal(const Refusal& refusal, EventRef* appended = nullptr);
   Status RecordInterrupted(const Interrupted& interrupted, EventRef* appended = nullptr);
+  // FailedPrecondition when the log has no event of that run.
+  Status RecordAccess(const Access& access, EventRef* appended = nullptr);
 
   // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
   Result<std::vector<std::string>> UnfinishedRuns();

@@ -198,4 +198,16 @@ Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns) {
   return row;
 }
 
+Result<EventRow> RowFromAccess(const Access& r, int64_t now_ns) {
+  SAFEX_RETURN_IF_ERROR(CheckRunId(r.run_id));
+  if (r.what.empty()) return Status::InvalidArgument("audit: an access needs to say what it was");
+  EventRow row;
+  row.values[kColKind] = std::string(kKindAccess);
+  row.values[kColRunId] = r.run_id;
+  SAFEX_ASSIGN_OR_RETURN(row.values[kColTimeNs], EventTime(r.time_ns, now_ns));
+  SetRequester(&row, r.requester);
+  row.values[kColReason] = r.what;
+  return row;
+}
+
 }  // namespace safex::audit

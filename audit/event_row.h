@@ -68,6 +68,7 @@ inline constexpr std::string_view kKindStart = "start";
 inline constexpr std::string_view kKindEnd = "end";
 inline constexpr std::string_view kKindRefusal = "refusal";
 inline constexpr std::string_view kKindInterrupted = "interrupted";
+inline constexpr std::string_view kKindAccess = "access";  // schema version 3
 
 struct EventRow {
   std::array<SqlValue, kNumEventColumns> values;
@@ -87,6 +88,7 @@ Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns);
 Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns);
 Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns);
 Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns);
+Result<EventRow> RowFromAccess(const Access& r, int64_t now_ns);
 
 // Run ids: the project's one rule (common/run_id.h).
 using ::safex::IsValidRunId;

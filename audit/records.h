@@ -100,6 +100,16 @@ struct Refusal {
   std::string purpose;  // as RunStart::purpose
 };
 
+// Someone read what a run left: the service's file downloads (docs/api.md). The run must be in
+// the log already. The event records who (SO_PEERCRED), when and what ("fetched file NAME:
+// N bytes, SHA-256 H"); it changes nothing about the run.
+struct Access {
+  std::string run_id;
+  Requester requester;
+  std::string what;  // required
+  int64_t time_ns = 0;
+};
+
 // A run that started and never ended: the service's crash recovery closes it with this.
 struct Interrupted {
   std::string run_id;  // must name a started, unended run

@@ -16,7 +16,8 @@ CREATE TABLE meta (
 
 CREATE TABLE events (
   seq                  INTEGER PRIMARY KEY NOT NULL,
-  kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted')),
+  kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted',
+                                              'access')),
   run_id               TEXT NOT NULL,
   time_ns              INTEGER NOT NULL,
   uid                  INTEGER,
@@ -185,6 +186,14 @@ UNION ALL
 SELECT run_id, started_at, start_ns, policy_name, backend, verdict, state, field, source, probe
 FROM enforcement WHERE state IN ('differs', 'not-observed');
 
+-- Who read what a run left (the service's file downloads), one row per access.
+CREATE VIEW accesses AS
+SELECT run_id, time_ns,
+  strftime('%Y-%m-%dT%H:%M:%S', time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (time_ns / 1000000) % 1000) AS accessed_at,
+  uid, gid, pid, reason AS what, seq
+FROM events WHERE kind = 'access';
+
 -- One row per (run, destination the network layer refused).
 CREATE VIEW egress_denials AS
 SELECT r.run_id, r.started_at, r.start_ns, r.policy_name,
@@ -223,6 +232,79 @@ DROP VIEW IF EXISTS validations;
 DROP VIEW IF EXISTS limit_hits;
 DROP VIEW IF EXISTS refusals;
 DROP VIEW IF EXISTS runs;
+)sql";
+
+// Version 2 -> 3: SQLite cannot widen a CHECK in place, so the events table is rebuilt: a new
+// table with the version 3 definition, every row copied column by column (values unchanged:
+// the hashes still verify), the old table and its triggers dropped, the new one renamed, its
+// indexes and append-only triggers made again. Run by the first writer inside its transaction.
+const char* const kMigrateV2ToV3Sql = R"sql(
+DROP VIEW IF EXISTS accesses;
+DROP VIEW IF EXISTS egress_denials;
+DROP VIEW IF EXISTS enforcement_gaps;
+DROP VIEW IF EXISTS enforcement;
+DROP VIEW IF EXISTS validations;
+DROP VIEW IF EXISTS limit_hits;
+DROP VIEW IF EXISTS refusals;
+DROP VIEW IF EXISTS runs;
+DROP TRIGGER IF EXISTS events_no_update;
+DROP TRIGGER IF EXISTS events_no_delete;
+CREATE TABLE events_v3 (
+  seq                  INTEGER PRIMARY KEY NOT NULL,
+  kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted',
+                                              'access')),
+  run_id               TEXT NOT NULL,
+  time_ns              INTEGER NOT NULL,
+  uid                  INTEGER,
+  gid                  INTEGER,
+  pid                  INTEGER,
+  policy_name          TEXT,
+  policy_source_digest TEXT,
+  plan_digest          TEXT,
+  backend              TEXT,
+  backend_mode         TEXT,
+  argv                 TEXT,
+  exit_code            INTEGER,
+  signal               INTEGER,
+  verdict              TEXT,
+  limits_fired         TEXT,
+  wall_ns              INTEGER,
+  cpu_ns               INTEGER,
+  peak_memory_bytes    INTEGER,
+  stdout_bytes         INTEGER,
+  stdout_sha256        TEXT,
+  stdout_truncated     INTEGER,
+  stderr_bytes         INTEGER,
+  stderr_sha256        TEXT,
+  stderr_truncated     INTEGER,
+  validator_results    TEXT,
+  denied_egress        TEXT,
+  reason               TEXT,
+  hash                 TEXT NOT NULL,
+  purpose              TEXT,
+  enforcement          TEXT
+) STRICT;
+INSERT INTO events_v3 (seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
+  policy_source_digest, plan_digest, backend, backend_mode, argv, exit_code, signal, verdict,
+  limits_fired, wall_ns, cpu_ns, peak_memory_bytes, stdout_bytes, stdout_sha256,
+  stdout_truncated, stderr_bytes, stderr_sha256, stderr_truncated, validator_results,
+  denied_egress, reason, hash, purpose, enforcement)
+SELECT seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
+  policy_source_digest, plan_digest, backend, backend_mode, argv, exit_code, signal, verdict,
+  limits_fired, wall_ns, cpu_ns, peak_memory_bytes, stdout_bytes, stdout_sha256,
+  stdout_truncated, stderr_bytes, stderr_sha256, stderr_truncated, validator_results,
+  denied_egress, reason, hash, purpose, enforcement
+FROM events ORDER BY seq;
+DROP TABLE events;
+ALTER TABLE events_v3 RENAME TO events;
+CREATE INDEX events_run_id ON events (run_id);
+CREATE INDEX events_time ON events (time_ns);
+CREATE UNIQUE INDEX events_one_start ON events (run_id) WHERE kind = 'start';
+CREATE UNIQUE INDEX events_one_end ON events (run_id) WHERE kind IN ('end', 'interrupted');
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be changed'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be deleted'); END;
 )sql";
 
 }  // namespace safex::audit::internal

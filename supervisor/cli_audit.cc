@@ -400,10 +400,16 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
     for (std::string& l : lines) rows.push_back({"enforced:", std::move(l)});
   }
   for (const auto& e : detail->events) {
-    rows.push_back({"event " + std::to_string(e.seq()) + ":",
-                    std::string(e.text(audit::kColKind)) + " at " +
-                        audit::FormatIso8601(e.integer(audit::kColTimeNs).value_or(0)) + ", hash " +
-                        esc(e.hash)});
+    const std::string kind(e.text(audit::kColKind));
+    std::string line = kind + " at " +
+                       audit::FormatIso8601(e.integer(audit::kColTimeNs).value_or(0)) + ", hash " +
+                       esc(e.hash);
+    // An access says who read what the run left (the service's downloads).
+    if (kind == audit::kKindAccess) {
+      line += ", by uid " + std::to_string(e.integer(audit::kColUid).value_or(-1)) + ": " +
+              esc(std::string(e.text(audit::kColReason)));
+    }
+    rows.push_back({"event " + std::to_string(e.seq()) + ":", std::move(line)});
   }
   PrintTable(rows);
   return kExitOk;

@@ -440,7 +440,7 @@ class RunAttempt {
 Status CheckCallerChoices(const plan::Plan& plan, const RunSpec& spec) {
   if (spec.wall_time_ns > plan.limits.wall_time_ns) {
     return Status::InvalidArgument(fmt::format(
-        "the request asks for a wall time of {} ms; policy {} allows at most {} ms",
+        "wall_time_ms {} is more than policy {} allows ({} ms): a request may only shorten it",
         spec.wall_time_ns / 1000000, plan.policy_name, plan.limits.wall_time_ns / 1000000));
   }
   const auto& names = plan.caller.env;

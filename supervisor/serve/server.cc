@@ -486,35 +486,10 @@ struct Server::Impl {
   void HandleRun(Job& job, audit::AuditLog& log) {
     const auto t0 = Clock::now();
     RunEntry& entry = *job.entry;
-    supervisor::RunSpec spec;
-    spec.argv = job.request.argv;
-    spec.stdin_data = std::move(job.request.stdin_data);
-    spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
-    spec.run_id = entry.run_id;
-    // The run stops for the service's own cancel (a second signal, the drain deadline) and for
-    // its own (DELETE, a waiting client gone, rejected streamed output).
-    spec.cancel = &entry.cancel;
-    spec.cancel_reason = [&entry] {
-      std::lock_guard<std::mutex> l(entry.mu);
-      return entry.cancelled_by.empty() ? std::string() : "cancelled by " + entry.cancelled_by;
-    };
+    supervisor::RunSpec spec = SpecOf(job);
     supervisor::RunReport report;
     report.run_id = spec.run_id;
-    // A damaged audit log refuses every run, unrecorded (a log that does not verify is not
-    // written to). Each run first checks the events since the last check (cheap).
-    std::string damage = AuditDamage();
-    if (damage.empty()) {
-      const auto max_age = std::max<std::chrono::seconds>(
-          audit::kDefaultMaxFullCheckAge,
-          std::chrono::duration_cast<std::chrono::seconds>(
-              4 * std::chrono::nanoseconds(svc().audit_check_interval_ns)));
-      auto rep = log.CheckIntegrity(audit::IntegrityCheck::kIncremental, max_age);
-      if (!rep.ok() || !rep->ok) {
-        MarkDamaged(rep.ok() ? rep->problem : rep.status().message());
-        damage = AuditDamage();
-      }
-    }
-    if (!damage.empty()) {
+    if (const std::string damage = CheckAuditBeforeRun(log); !damage.empty()) {
       report.reason =
           "the service's audit log does not verify (" + damage + "); no run starts until it does";
       return FinishRun(entry, RunAnswer{503, RefusalJson(report, 503)}, "", {});
@@ -565,36 +540,11 @@ struct Server::Impl {
       return refused(RefusalReason::kBadRequest, 400);
     }
 
-    // The request's files become the run's input directory (the runner snapshots it); its output
-    // files are delivered into a directory of its own that the service keeps (result_files.h).
-    std::string input_dir;
-    if (!job.request.files.empty()) {
-      input_dir = ServeInputsDir(svc().state_dir) + "/" + spec.run_id;
-      Status st = WriteInputs(input_dir, job.request.files);
-      if (!st.ok()) {
-        RemoveDir(input_dir);
-        report.reason = "input files: " + st.message();
-        report.verdict = supervisor::Verdict::kRefused;
-        report.exit_status = supervisor::kExitRefused;
-        return refused(RefusalReason::kBadRequest, 200);
-      }
-      spec.input_dir = input_dir;
-      spec.owned_dir = input_dir;
+    if (int status = StageRunFiles(job, (*prepared)->plan, &spec, &report); status != 0) {
+      return refused(RefusalReason::kBadRequest, status);
     }
-    std::string files_dir;
-    if (HasOutputMount((*prepared)->plan)) {
-      files_dir = ServeResultsDir(svc().state_dir) + "/" + spec.run_id;
-      if (mkdir(files_dir.c_str(), 0700) != 0) {
-        const int err = errno;
-        if (!input_dir.empty()) RemoveDir(input_dir);
-        report.reason = "the service could not make the run's output directory: " +
-                        std::string(std::strerror(err));
-        report.verdict = supervisor::Verdict::kRefused;
-        report.exit_status = supervisor::kExitRefused;
-        return refused(RefusalReason::kBadRequest, 500);
-      }
-      spec.output_dir = files_dir;
-    }
+    const std::string input_dir = spec.input_dir;
+    std::string files_dir = spec.output_dir;
 
     LiveEvents live(*table, entry, (*prepared)->plan);
     spec.on_output = [&live](int which, std::string_view bytes) { live.OnOutput(which, bytes); };
@@ -616,6 +566,77 @@ struct Server::Impl {
     live.Finish(result);
     ResultFileList kept = KeptFiles(result.run_id, &files_dir);
     FinishRun(entry, RunAnswer{200, RunJson(result)}, std::move(files_dir), std::move(kept));
+  }
+
+  // The run's spec from the request. The run stops for the service's own cancel (a second
+  // signal, the drain deadline) and for its own (DELETE, a waiting client gone, rejected streamed
+  // output): both go through the entry's cancel.
+  static supervisor::RunSpec SpecOf(Job& job) {
+    RunEntry& entry = *job.entry;
+    supervisor::RunSpec spec;
+    spec.argv = job.request.argv;
+    spec.stdin_data = std::move(job.request.stdin_data);
+    spec.requester = {job.caller.uid, job.caller.gid, job.caller.pid};
+    spec.run_id = entry.run_id;
+    spec.cancel = &entry.cancel;
+    spec.cancel_reason = [&entry] {
+      std::lock_guard<std::mutex> l(entry.mu);
+      return entry.cancelled_by.empty() ? std::string() : "cancelled by " + entry.cancelled_by;
+    };
+    return spec;
+  }
+
+  // A damaged audit log refuses every run, unrecorded (a log that does not verify is not
+  // written to). Each run first checks the events since the last check (cheap). The damage, or
+  // "" when the log verifies.
+  std::string CheckAuditBeforeRun(audit::AuditLog& log) {
+    std::string damage = AuditDamage();
+    if (!damage.empty()) return damage;
+    const auto max_age = std::max<std::chrono::seconds>(
+        audit::kDefaultMaxFullCheckAge,
+        std::chrono::duration_cast<std::chrono::seconds>(
+            4 * std::chrono::nanoseconds(svc().audit_check_interval_ns)));
+    auto rep = log.CheckIntegrity(audit::IntegrityCheck::kIncremental, max_age);
+    if (!rep.ok() || !rep->ok) {
+      MarkDamaged(rep.ok() ? rep->problem : rep.status().message());
+      return AuditDamage();
+    }
+    return "";
+  }
+
+  // The request's files become the run's input directory (the runner snapshots it); its output
+  // files are delivered into a directory of its own that the service keeps (result_files.h).
+  // Sets spec->input_dir / owned_dir / output_dir; on failure removes what it made, says why in
+  // `report` and returns the HTTP status to answer (0: done).
+  int StageRunFiles(const Job& job, const plan::Plan& plan, supervisor::RunSpec* spec,
+                    supervisor::RunReport* report) {
+    auto fail = [report](std::string why) {
+      report->reason = std::move(why);
+      report->verdict = supervisor::Verdict::kRefused;
+      report->exit_status = supervisor::kExitRefused;
+    };
+    if (!job.request.files.empty()) {
+      const std::string input_dir = ServeInputsDir(svc().state_dir) + "/" + spec->run_id;
+      if (Status st = WriteInputs(input_dir, job.request.files); !st.ok()) {
+        RemoveDir(input_dir);
+        fail("input files: " + st.message());
+        return 200;
+      }
+      spec->input_dir = input_dir;
+      spec->owned_dir = input_dir;
+    }
+    if (HasOutputMount(plan)) {
+      const std::string files_dir = ServeResultsDir(svc().state_dir) + "/" + spec->run_id;
+      if (mkdir(files_dir.c_str(), 0700) != 0) {
+        const int err = errno;
+        if (!spec->input_dir.empty()) RemoveDir(spec->input_dir);
+        fail("the service could not make the run's output directory: " +
+             std::string(std::strerror(err)));
+        return 500;
+      }
+      spec->output_dir = files_dir;
+    }
+    return 0;
   }
 
   static bool HasOutputMount(const plan::Plan& plan) {
@@ -1270,8 +1291,8 @@ struct Server::Impl {
     std::optional<Job> queued;
     {
       std::lock_guard<std::mutex> l(jobs_mu);
-      auto it = std::find_if(jobs.begin(), jobs.end(),
-                             [&](const Job& j) { return j.entry.get() == &e; });
+      auto it =
+          std::find_if(jobs.begin(), jobs.end(), [&](const Job& j) { return j.entry.get() == &e; });
       if (it != jobs.end()) {
         queued = std::move(*it);
         jobs.erase(it);
@@ -1365,13 +1386,27 @@ struct Server::Impl {
     const uint64_t id = c.id;
     const Caller caller = c.caller;
     const ResultFile file = *f;
-    bool posted = PostSide([this, id, caller, dir, file, run_id](audit::AuditLog&) {
+    bool posted = PostSide([this, id, caller, dir, file, run_id](audit::AuditLog& log) {
       std::string data;
       Status st = ReadKeptFile(dir, file, &data);
       if (!st.ok()) {
         ServeError("run " + run_id + ": file " + output::EscapeForLog(file.name) +
                    " could not be read: " + st.message());
         return Complete(id, FormatResponse(500, kJson, Dump(ErrorJson(500, st.message()))));
+      }
+      // Nothing a run left reaches anyone without a record of who took it (fail closed).
+      audit::Access access;
+      access.run_id = run_id;
+      access.requester = {caller.uid, caller.gid, caller.pid};
+      access.what = "fetched file " + file.name + ": " + std::to_string(data.size()) +
+                    " bytes, SHA-256 " + file.sha256;
+      if (Status rec = log.RecordAccess(access); !rec.ok()) {
+        ServeError("run " + run_id + ": a download could not be recorded in the audit log " +
+                   "(answered 500): " + rec.message());
+        return Complete(id, FormatResponse(500, kJson,
+                                           Dump(ErrorJson(500,
+                                                          "the service could not record this "
+                                                          "download in its audit log"))));
       }
       ServeLog("run " + run_id + ": file " + output::EscapeForLog(file.name) + " (" +
                std::to_string(data.size()) + " bytes) fetched by uid " +

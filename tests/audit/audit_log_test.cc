@@ -112,6 +112,35 @@ TEST(AuditLogTest, WriteOrderRulesAreEnforced) {
   EXPECT_TRUE(log->Verify()->ok);
 }
 
+TEST(AuditLogTest, AccessesAreRecordedForRunsInTheLogOnly) {
+  auto log = OpenOrDie(":memory:");
+  ASSERT_TRUE(log);
+  Access a;
+  a.run_id = "r";
+  a.requester = {1000, 1000, 42};
+  a.what = "fetched file result.json: 2 bytes, SHA-256 44136fa3";
+  EXPECT_EQ(log->RecordAccess(a).code(), Status::Code::kFailedPrecondition);  // no such run
+  ASSERT_TRUE(log->RecordStart(SampleStart("r")).ok());
+  ASSERT_TRUE(log->RecordEnd(SampleEnd("r")).ok());
+  ASSERT_TRUE(log->RecordAccess(a).ok());
+  ASSERT_TRUE(log->RecordAccess(a).ok());  // every fetch is its own event
+  a.what = "";
+  EXPECT_EQ(log->RecordAccess(a).code(), Status::Code::kInvalidArgument);
+  auto detail = log->GetRun("r");
+  ASSERT_TRUE(detail.ok());
+  ASSERT_EQ(detail->events.size(), 4u);
+  EXPECT_EQ(detail->events[2].text(kColKind), "access");
+  EXPECT_EQ(detail->events[2].integer(kColUid), 1000);
+  EXPECT_EQ(detail->events[2].text(kColReason),
+            "fetched file result.json: 2 bytes, SHA-256 44136fa3");
+  // The run itself is unchanged: one run, finished.
+  auto runs = log->ListRuns({});
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].state, "finished");
+  EXPECT_TRUE(log->Verify()->ok);
+}
+
 TEST(AuditLogTest, FiltersAndPrefixLookup) {
   auto log = OpenOrDie(":memory:");
   ASSERT_TRUE(log);

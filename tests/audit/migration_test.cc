@@ -49,7 +49,7 @@ TEST_F(MigrationTest, TheFirstWriterMigratesAndTheChainStillVerifies) {
   {
     auto log = AuditLog::Open(path_, Writer());
     ASSERT_TRUE(log.ok()) << log.status().ToString();
-    EXPECT_EQ(UserVersion(), "2");
+    EXPECT_EQ(UserVersion(), "3");
     auto before = (*log)->Verify({});
     ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
     EXPECT_EQ(before->checkpoints, 1u);
@@ -83,6 +83,39 @@ TEST_F(MigrationTest, TheFirstWriterMigratesAndTheChainStillVerifies) {
   ASSERT_TRUE(runs.ok());
   EXPECT_EQ(runs->size(), 4u);
   EXPECT_EQ(testing::RawQuery(path_, "SELECT count(*) FROM events WHERE purpose IS NOT NULL"), "1");
+}
+
+// A log of schema version 2 (tests/audit/testdata/v2-log.db: two runs written by the audit
+// library of commit f232180, then a signed checkpoint): the first writer rebuilds the events
+// table for version 3, every old event and the checkpoint still verify, and the new kind is
+// accepted; the append-only triggers are back.
+TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/audit.db";
+  std::filesystem::copy_file(std::string(SAFEX_AUDIT_TESTDATA) + "/v2-log.db", path);
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "2");
+  AuditOptions o;
+  o.key_path = dir.path() + "/audit.key";
+  auto log = AuditLog::Open(path, o);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "3");
+  auto before = (*log)->Verify({});
+  ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
+  EXPECT_EQ(before->events, 4u);
+  EXPECT_EQ(before->checkpoints, 1u);
+  Access a;
+  a.run_id = "v2run-1";
+  a.requester.uid = 0;
+  a.what = "fetched file out.txt: 1 bytes, SHA-256 00";
+  ASSERT_TRUE((*log)->RecordAccess(a).ok());
+  ASSERT_TRUE((*log)->MakeCheckpoint().ok());
+  auto after = (*log)->Verify({});
+  ASSERT_TRUE(after.ok() && after->ok) << (after.ok() ? after->problem : "");
+  EXPECT_EQ(after->events, 5u);
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM accesses"), "1");
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs"), "2");
+  EXPECT_NE(testing::RawSql(path, "DELETE FROM events WHERE seq = 1"), "");  // still append-only
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM events"), "5");
 }
 
 }  // namespace

@@ -279,6 +279,30 @@ TEST_F(MicrovmRecoveryTest, SigkilledOwnerLeavesARunThatCleanupStaleRemovesCompl
 // Without a real crash: a dead run whose cgroup still holds a process (as when QEMU outlived
 // its owner) and a live run (its owner.lock held). CleanupStale kills and removes the first,
 // leaves the second alone until its lock is released.
+// Whether `pid`'s command is `comm` within 10 s (it has exec'd).
+bool ExecedAs(pid_t pid, const std::string& comm) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    if (name == comm) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+// Reaps `pid` if it ends within 30 s; otherwise kills and reaps it and says no (a test that
+// fails, never one that hangs).
+bool ReapedWithin(pid_t pid, int* status) {
+  for (int i = 0; i < 3000; ++i) {
+    if (waitpid(pid, status, WNOHANG) == pid) return true;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, status, 0);
+  return false;
+}
+
 TEST_F(MicrovmRecoveryTest, CleanupStaleKillsWhatIsLeftInADeadRunsCgroupAndSparesLiveRuns) {
   SAFEX_REQUIRE(safex::testing::IsRoot(), "needs root");
   auto host = drivers::cgroup::CgroupHost::Detect();
@@ -304,6 +328,10 @@ TEST_F(MicrovmRecoveryTest, CleanupStaleKillsWhatIsLeftInADeadRunsCgroupAndSpare
       execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
       _exit(127);
     }
+    // Until the child has exec'd it shares this process's descriptors, the owner locks among
+    // them: an owner lock "released" by close() would stay held by the child's copy (a hang seen
+    // under load). Wait for the exec.
+    ASSERT_TRUE(ExecedAs(f->vmm, "sleep")) << "the stand-in VMM did not start";
     for (const std::string& h : host->HierarchyDirs()) {
       std::string cg = h + "/safex/microvm-" + f->id;
       ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg;
@@ -319,7 +347,7 @@ TEST_F(MicrovmRecoveryTest, CleanupStaleKillsWhatIsLeftInADeadRunsCgroupAndSpare
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_GE(cleaned, 1);
   int status = 0;
-  EXPECT_EQ(waitpid(dead.vmm, &status, 0), dead.vmm);
+  EXPECT_TRUE(ReapedWithin(dead.vmm, &status)) << "the dead run's VMM was not killed";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   ExpectNothingNamed(dead.id);
   // The live run is untouched.
@@ -332,7 +360,7 @@ TEST_F(MicrovmRecoveryTest, CleanupStaleKillsWhatIsLeftInADeadRunsCgroupAndSpare
   bool one = false;
   ASSERT_TRUE(cleaner.CleanupStaleRun(live.id, &one).ok());
   EXPECT_TRUE(one);
-  EXPECT_EQ(waitpid(live.vmm, &status, 0), live.vmm);
+  EXPECT_TRUE(ReapedWithin(live.vmm, &status)) << "the run's VMM was not killed";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   ExpectNothingNamed(live.id);
 }

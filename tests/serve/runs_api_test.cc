@@ -355,6 +355,16 @@ TEST_F(RunsApiTest, OutputFilesAreKeptListedFetchedAndDeliveredBySubmit) {
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(file->status, 200);
   EXPECT_EQ(file->body, "{\"answer\": 42}");
+  // The download is in the audit log before the bytes left: who, and what exactly.
+  auto audit = h_.OpenAudit();
+  ASSERT_TRUE(audit);
+  auto detail = audit->GetRun(id);
+  ASSERT_TRUE(detail.ok());
+  ASSERT_EQ(detail->events.size(), 3u);
+  EXPECT_EQ(detail->events[2].text(audit::kColKind), "access");
+  EXPECT_EQ(detail->events[2].integer(audit::kColUid), 0);
+  EXPECT_THAT(std::string(detail->events[2].text(audit::kColReason)),
+              HasSubstr("fetched file result.json: 14 bytes, SHA-256 "));
   for (const char* bad : {"..", "../../etc/passwd", "%2e%2e/x", "a//b", "%00", "x%0a"}) {
     auto r = h_.Call("GET", "/v1/runs/" + id + "/files/" + bad);
     EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
@@ -374,6 +384,24 @@ TEST_F(RunsApiTest, OutputFilesAreKeptListedFetchedAndDeliveredBySubmit) {
   EXPECT_EQ(again.status, 121) << again.err;
   EXPECT_THAT(again.err, HasSubstr("already exists"));
   EXPECT_EQ(ReadAll(out.Join("result.json")), "{}");
+  ExpectNoLeaks();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+}
+
+TEST_F(RunsApiTest, AFileLargerThanMaxDownloadIs413AndFilesOfARunStillGoingAre409) {
+  StartAndSnapshot({.extra = "    max_download = 8B\n"});
+  const std::string id =
+      Start("python-untrusted",
+            {"python3", "-c", "open('/data/out/result.json', 'w').write('{\"answer\": 42}')"});
+  EXPECT_EQ(WaitResult(id)["verdict"], "ok");
+  Get("/v1/runs/" + id + "/files");  // listed
+  auto big = h_.Call("GET", "/v1/runs/" + id + "/files/result.json");
+  EXPECT_EQ(big->status, 413) << big->body;
+  EXPECT_THAT(big->body, HasSubstr("max_download"));
+  const std::string going = Start("python-untrusted", {"sleep", "30"});
+  EXPECT_EQ(h_.Call("GET", "/v1/runs/" + going + "/files")->status, 409);
+  EXPECT_EQ(h_.Call("DELETE", "/v1/runs/" + going)->status, 202);
+  WaitResult(going);
   ExpectNoLeaks();
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
 }
