@@ -731,8 +731,8 @@ Status AuditLog::MigrateToCurrentSchema(int64_t opened_version) {
     if (version == 1) {
       SAFEX_RETURN_IF_ERROR(Exec(db, internal::kMigrateV1ToV2Sql, "adding the version 2 columns"));
     }
-    SAFEX_RETURN_IF_ERROR(
-        Exec(db, internal::kMigrateV2ToV3Sql, "rebuilding the events table for version 3"));
+    SAFEX_RETURN_IF_ERROR(Exec(db, internal::MigrateV2ToV3Sql().c_str(),
+                               "rebuilding the events table for version 3"));
     SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateViewsSql, "recreating the views"));
     SAFEX_ASSIGN_OR_RETURN(Stmt ins,
                            Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));

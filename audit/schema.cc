@@ -1,5 +1,7 @@
 #include "audit/schema.h"
 
+#include <string>
+
 namespace safex::audit::internal {
 
 // STRICT tables: a column holds its declared type or NULL, so the values `verify` reads back are
@@ -238,7 +240,14 @@ DROP VIEW IF EXISTS runs;
 // table with the version 3 definition, every row copied column by column (values unchanged:
 // the hashes still verify), the old table and its triggers dropped, the new one renamed, its
 // indexes and append-only triggers made again. Run by the first writer inside its transaction.
-const char* const kMigrateV2ToV3Sql = R"sql(
+std::string MigrateV2ToV3Sql() {
+  // The version 3 table is the one kCreateSchemaSql makes (one definition, never two).
+  const std::string schema = kCreateSchemaSql;
+  const size_t begin = schema.find("CREATE TABLE events (");
+  const size_t end = schema.find(") STRICT;", begin) + std::string(") STRICT;").size();
+  std::string table = schema.substr(begin, end - begin);
+  table.replace(0, std::string("CREATE TABLE events").size(), "CREATE TABLE events_v3");
+  return R"sql(
 DROP VIEW IF EXISTS accesses;
 DROP VIEW IF EXISTS egress_denials;
 DROP VIEW IF EXISTS enforcement_gaps;
@@ -249,41 +258,8 @@ DROP VIEW IF EXISTS refusals;
 DROP VIEW IF EXISTS runs;
 DROP TRIGGER IF EXISTS events_no_update;
 DROP TRIGGER IF EXISTS events_no_delete;
-CREATE TABLE events_v3 (
-  seq                  INTEGER PRIMARY KEY NOT NULL,
-  kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted',
-                                              'access')),
-  run_id               TEXT NOT NULL,
-  time_ns              INTEGER NOT NULL,
-  uid                  INTEGER,
-  gid                  INTEGER,
-  pid                  INTEGER,
-  policy_name          TEXT,
-  policy_source_digest TEXT,
-  plan_digest          TEXT,
-  backend              TEXT,
-  backend_mode         TEXT,
-  argv                 TEXT,
-  exit_code            INTEGER,
-  signal               INTEGER,
-  verdict              TEXT,
-  limits_fired         TEXT,
-  wall_ns              INTEGER,
-  cpu_ns               INTEGER,
-  peak_memory_bytes    INTEGER,
-  stdout_bytes         INTEGER,
-  stdout_sha256        TEXT,
-  stdout_truncated     INTEGER,
-  stderr_bytes         INTEGER,
-  stderr_sha256        TEXT,
-  stderr_truncated     INTEGER,
-  validator_results    TEXT,
-  denied_egress        TEXT,
-  reason               TEXT,
-  hash                 TEXT NOT NULL,
-  purpose              TEXT,
-  enforcement          TEXT
-) STRICT;
+)sql" + table +
+         R"sql(
 INSERT INTO events_v3 (seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
   policy_source_digest, plan_digest, backend, backend_mode, argv, exit_code, signal, verdict,
   limits_fired, wall_ns, cpu_ns, peak_memory_bytes, stdout_bytes, stdout_sha256,
@@ -306,5 +282,6 @@ BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be chan
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
 BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be deleted'); END;
 )sql";
+}
 
 }  // namespace safex::audit::internal

@@ -70,18 +70,13 @@ Status EmptyDir(int dir_fd, dev_t dev, const std::string& shown, int depth) {
 }  // namespace
 
 Result<std::vector<std::string>> ListDirectory(const std::string& path) {
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr) {
+  UniqueFd dir(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) {
     if (errno == ENOENT) return Status::NotFound(path + " does not exist");
-    return Status::Errno("opendir", path, errno);
+    return Status::Errno("open", path, errno);
   }
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
+  auto names = ListDirectoryAt(dir.get());
+  if (!names.ok()) return names.status().With(path);
   return names;
 }
 
