@@ -12,11 +12,11 @@ const char* TargetName(plan::ValidatorTarget t) {
 
 }  // namespace
 
-LiveStream::LiveStream(const ValidatorSet& validators, plan::ValidatorTarget target)
-    : target_(target), delivery_(plan::StreamDeliveryOf(validators.validators(), target)) {
+LiveStream::LiveStream(const std::vector<plan::Validator>& validators, plan::ValidatorTarget target)
+    : target_(target), delivery_(plan::StreamDeliveryOf(validators, target)) {
   holding_ = !delivery_.live;
   if (holding_) return;
-  for (const plan::Validator& v : validators.validators()) {
+  for (const plan::Validator& v : validators) {
     if (v.target != target) continue;
     Stage stage;
     stage.validator = &v;

@@ -38,7 +38,9 @@ inline constexpr size_t kMaxLineHold = 64 * 1024;
 
 class LiveStream {
  public:
-  LiveStream(const ValidatorSet& validators, plan::ValidatorTarget target);
+  // `validators` (the plan's, all targets) must outlive this object; each one of `target` is
+  // compiled here on its own, once (the stages are fed separately).
+  LiveStream(const std::vector<plan::Validator>& validators, plan::ValidatorTarget target);
 
   struct Step {
     std::string deliver;    // validated bytes to send now (may be empty)

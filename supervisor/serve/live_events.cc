@@ -11,11 +11,10 @@ using nlohmann::json;
 
 LiveEvents::LiveEvents(RunTable& table, RunEntry& entry, const plan::Plan& plan)
     : table_(table), entry_(entry) {
-  auto set = output::ValidatorSet::Compile(plan.validators);
-  if (!set.ok()) return;
-  validators_ = std::move(set).value();
-  streams_[0] = std::make_unique<output::LiveStream>(*validators_, plan::ValidatorTarget::kStdout);
-  streams_[1] = std::make_unique<output::LiveStream>(*validators_, plan::ValidatorTarget::kStderr);
+  streams_[0] =
+      std::make_unique<output::LiveStream>(plan.validators, plan::ValidatorTarget::kStdout);
+  streams_[1] =
+      std::make_unique<output::LiveStream>(plan.validators, plan::ValidatorTarget::kStderr);
 }
 
 void LiveEvents::Start() {

@@ -13,7 +13,6 @@
 
 #include "plan/plan.h"
 #include "supervisor/output/live_stream.h"
-#include "supervisor/output/stream_validator.h"
 #include "supervisor/runner.h"
 #include "supervisor/serve/run_table.h"
 
@@ -21,8 +20,7 @@ namespace safex::serve {
 
 class LiveEvents {
  public:
-  // Compiles the plan's validators (as the runner does; a plan whose validators do not compile
-  // is refused by the runner, and then nothing is streamed).
+  // `plan` must outlive this object (the streams keep pointers to its validators).
   LiveEvents(RunTable& table, RunEntry& entry, const plan::Plan& plan);
 
   // Before the run: a notice for each held stream.
@@ -38,7 +36,6 @@ class LiveEvents {
   RunTable& table_;
   RunEntry& entry_;
   std::mutex mu_;
-  std::optional<output::ValidatorSet> validators_;
   std::unique_ptr<output::LiveStream> streams_[2];
 };
 

@@ -44,9 +44,10 @@ TEST(StreamDeliveryTest, LineLocalPatterns) {
                         "\\$HOME", "\\^", "(?P<n>ab)c"}) {
     EXPECT_TRUE(plan::IsLineLocalPattern(p)) << p;
   }
-  for (const char* p : {"a\\nb", "a\\sb", "[^a]", "(?s)a.b", "(?is)x", "^start", "end$", "\\Aa",
-                        "a\\z", "[\\x00-\\x7f]", "\\x0a", "[[:space:]]", "\\D", "\\W+", "\\pL",
-                        "\\PL", "\\Q\n\\E", "\\012", "a\nb", "\\C"}) {
+  for (const char* p :
+       {"a\\nb", "a\\sb", "[^a]",          "(?s)a.b", "(?is)x",      "^start", "end$",
+        "\\Aa",  "a\\z",  "[\\x00-\\x7f]", "\\x0a",   "[[:space:]]", "\\D",    "\\W+",
+        "\\pL",  "\\PL",  "\\Q\n\\E",      "\\012",   "a\nb",        "\\C"}) {
     EXPECT_FALSE(plan::IsLineLocalPattern(p)) << p;
   }
 }
@@ -71,7 +72,7 @@ TEST(LiveStreamTest, SendsCompleteValidatedLinesAsTheyCome) {
   Validator v = Stdout(1 << 20);
   v.regex.push_back({"tok[0-9]{2}", RegexAction::kRedact, "[x]"});
   ValidatorSet set = Compile({v});
-  LiveStream live(set, ValidatorTarget::kStdout);
+  LiveStream live(set.validators(), ValidatorTarget::kStdout);
   ASSERT_TRUE(live.live());
   EXPECT_EQ(live.Feed("hello tok1").deliver, "");  // the line is not complete
   EXPECT_EQ(live.Feed("2 there\nnext").deliver, "hello [x] there\n");
@@ -82,7 +83,7 @@ TEST(LiveStreamTest, ARejectionStopsTheStream) {
   Validator v = Stdout(1 << 20);
   v.regex.push_back({"AKIA[0-9A-Z]{16}", RegexAction::kReject, ""});
   ValidatorSet set = Compile({v});
-  LiveStream live(set, ValidatorTarget::kStdout);
+  LiveStream live(set.validators(), ValidatorTarget::kStdout);
   EXPECT_EQ(live.Feed("fine\n").deliver, "fine\n");
   LiveStream::Step s = live.Feed("key AKIAABCDEFGHIJKLMNOP\nmore\n");
   EXPECT_TRUE(s.rejected);
@@ -92,14 +93,14 @@ TEST(LiveStreamTest, ARejectionStopsTheStream) {
 
 TEST(LiveStreamTest, ARejectingSizeCapRejectsOnceItIsPassed) {
   ValidatorSet set = Compile({Stdout(10)});
-  LiveStream live(set, ValidatorTarget::kStdout);
+  LiveStream live(set.validators(), ValidatorTarget::kStdout);
   EXPECT_EQ(live.Feed("12345\n").deliver, "12345\n");
   EXPECT_TRUE(live.Feed("678901\n").rejected);
 }
 
 TEST(LiveStreamTest, ATruncatingCapHoldsTheRestWithANotice) {
   ValidatorSet set = Compile({Stdout(10, OverflowAction::kTruncate)});
-  LiveStream live(set, ValidatorTarget::kStdout);
+  LiveStream live(set.validators(), ValidatorTarget::kStdout);
   EXPECT_EQ(live.Feed("12345\n").deliver, "12345\n");
   LiveStream::Step s = live.Feed("678901\n");
   EXPECT_FALSE(s.rejected);
@@ -114,7 +115,7 @@ TEST(LiveStreamTest, AnEscapeUnderAControlCheckHoldsTheRest) {
   Validator v = Stdout(1 << 20);
   v.control = ControlChars::kStrip;
   ValidatorSet set = Compile({v});
-  LiveStream live(set, ValidatorTarget::kStdout);
+  LiveStream live(set.validators(), ValidatorTarget::kStdout);
   EXPECT_EQ(live.Feed("a\n").deliver, "a\n");
   LiveStream::Step s = live.Feed("\x1b]0;title\nstill the title\x07 b\n");
   EXPECT_EQ(s.deliver, "");
@@ -124,10 +125,15 @@ TEST(LiveStreamTest, AnEscapeUnderAControlCheckHoldsTheRest) {
 // Random outputs under several chains: live + Finish == whole, and live rejections are real.
 std::string RandomOutput(std::mt19937& rng) {
   static const std::vector<std::string> kPieces = {
-      "a",      "bc",        "hello",     " ",          "\n",       "\r\n",   "\r",
-      "\t",     "é",         "😀",        "\xff",       "\xc3",     "\x1b[31m", "\x1b]0;t\x07",
-      "\x07",   "\u202e",    "\xc2\x9b",  "tok42",      "tok",      "AKIA",   "ABCDEFGHIJKLMNOP",
-      "SECRET-7", "[x]",    "-----BEGIN RSA PRIVATE KEY-----", "0123456789"};
+      "a",         "bc",           "hello",
+      " ",         "\n",           "\r\n",
+      "\r",        "\t",           "é",
+      "😀",         "\xff",         "\xc3",
+      "\x1b[31m",  "\x1b]0;t\x07", "\x07",
+      "\u202e",    "\xc2\x9b",     "tok42",
+      "tok",       "AKIA",         "ABCDEFGHIJKLMNOP",
+      "SECRET-7",  "[x]",          "-----BEGIN RSA PRIVATE KEY-----",
+      "0123456789"};
   std::uniform_int_distribution<size_t> piece(0, kPieces.size() - 1);
   std::uniform_int_distribution<int> count(0, 60);
   std::string out;
@@ -179,7 +185,7 @@ TEST(LiveStreamTest, WhatStreamsIsWhatTheWholeOutputDelivers) {
     ValidatorSet set = Compile(chain);
     for (int round = 0; round < 1500; ++round) {
       const std::string out = RandomOutput(rng);
-      LiveStream live(set, ValidatorTarget::kStdout);
+      LiveStream live(set.validators(), ValidatorTarget::kStdout);
       ASSERT_TRUE(live.live());
       std::string sent;
       bool rejected = false;
@@ -195,8 +201,8 @@ TEST(LiveStreamTest, WhatStreamsIsWhatTheWholeOutputDelivers) {
           set.ValidateStream(ValidatorTarget::kStdout, out, out.size(), false);
       if (rejected) {
         ++rejected_live;
-        EXPECT_TRUE(whole.rejected) << "live rejected what the whole output accepts: "
-                                    << ::testing::PrintToString(out);
+        EXPECT_TRUE(whole.rejected)
+            << "live rejected what the whole output accepts: " << ::testing::PrintToString(out);
         continue;
       }
       live_bytes += static_cast<int>(sent.size());
