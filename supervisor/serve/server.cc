@@ -1227,37 +1227,37 @@ struct Server::Impl {
     if (std::shared_ptr<RunEntry> e = VisibleRun(c, run_id)) {
       return RespondJson(c, 200, RunStateJson(*e, QueuePosition(run_id)));
     }
-    if (!IsValidRunId(run_id)) return NoSuchRun(c);
     // Not held (ended longer than results_ttl ago, or before a restart): the audit log's summary.
-    const Caller caller = c.caller;
-    const uint64_t id = c.id;
-    bool posted = PostSide([this, caller, id, run_id](audit::AuditLog& log) {
-      auto d = log.GetRun(run_id);
-      // An exact id only (the log also matches prefixes, which the API does not offer).
-      if (!d.ok() || d->run.run_id != run_id ||
-          !MaySee(caller, d->run.requester.uid.value_or(UINT32_MAX), d->run.policy_name)) {
-        return Complete(id, FormatResponse(404, kJson, Dump(ErrorJson(404, "no such run"))));
-      }
-      json j = SummaryJson(d->run);
+    FromAudit(c, run_id, [](const audit::RunSummary& run) {
+      json j = SummaryJson(run);
       j["source"] = "audit";
-      Complete(id, FormatResponse(200, kJson, Dump(j)));
+      return FormatResponse(200, kJson, Dump(j));
     });
-    if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
   }
 
   // A run the service no longer holds: `status` with `message` when the audit log has it and the
   // caller may see it (it ended longer than results_ttl ago, or before a restart), else 404.
   void NotHeld(Conn& c, const std::string& run_id, int status, const std::string& message) {
+    FromAudit(c, run_id, [status, message](const audit::RunSummary&) {
+      return FormatResponse(status, kJson, Dump(ErrorJson(status, message)));
+    });
+  }
+
+  // Looks `run_id` up in the audit log (side thread) and answers `answer(run)` when the caller
+  // may see it; 404 otherwise. An exact id only (the log also matches prefixes, which the API
+  // does not offer).
+  void FromAudit(Conn& c, const std::string& run_id,
+                 std::function<std::string(const audit::RunSummary&)> answer) {
     if (!IsValidRunId(run_id)) return NoSuchRun(c);
     const Caller caller = c.caller;
     const uint64_t id = c.id;
-    bool posted = PostSide([this, caller, id, run_id, status, message](audit::AuditLog& log) {
+    bool posted = PostSide([this, caller, id, run_id, answer](audit::AuditLog& log) {
       auto d = log.GetRun(run_id);
       if (!d.ok() || d->run.run_id != run_id ||
           !MaySee(caller, d->run.requester.uid.value_or(UINT32_MAX), d->run.policy_name)) {
         return Complete(id, FormatResponse(404, kJson, Dump(ErrorJson(404, "no such run"))));
       }
-      Complete(id, FormatResponse(status, kJson, Dump(ErrorJson(status, message))));
+      Complete(id, answer(d->run));
     });
     if (!posted) Complete(id, FormatResponse(503, kJson, Dump(ErrorJson(503, "busy"))));
   }
