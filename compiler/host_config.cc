@@ -412,6 +412,59 @@ void Allow(const Statement& x, Diags& d, ServiceSettings& svc) {
   svc.allow.push_back(std::move(rule));
 }
 
+// pool "policy" { size = 4  max_idle = 10m }
+void Pool(const Statement& x, Diags& d, ServiceSettings& svc) {
+  if (x.head.size() != 2 || x.head[1].kind != dsl::ValueKind::kString || x.has_assignment ||
+      !x.has_block) {
+    d.Error("E027", x.span, "`pool` names a policy and holds a block",
+            "write `pool \"policy-name\" { size = 4  max_idle = 10m }`");
+    return;
+  }
+  PoolRule rule;
+  rule.policy = x.head[1].text;
+  if (rule.policy == "*" || !ValidServicePolicyName(rule.policy)) {
+    d.Error("E023", x.head[1].span, "\"" + rule.policy + "\" is not a policy name",
+            "a pool is for one policy: [a-z0-9-]+ (the file <policy_dir>/<name>.policy)");
+    return;
+  }
+  for (const PoolRule& other : svc.pools) {
+    if (other.policy == rule.policy) {
+      d.Error("E025", x.head[1].span, "policy \"" + rule.policy + "\" has two pools");
+      return;
+    }
+  }
+  std::set<std::string> seen;
+  for (const Statement& y : x.block) {
+    std::string kw = Keyword(y, d);
+    if (kw.empty()) continue;
+    if (kw != "size" && kw != "max_idle") {
+      std::string near = dsl::ClosestMatch(kw, {"size", "max_idle"});
+      d.Error("E020", y.head[0].span, "unknown pool setting `" + kw + "`",
+              near.empty() ? "expected `size` or `max_idle`" : "did you mean `" + near + "`?");
+      continue;
+    }
+    if (!seen.insert(kw).second) {
+      d.Error("E025", y.head[0].span, "`" + kw + "` is set twice");
+      continue;
+    }
+    if (!ExpectAssignment(y, d, kw)) continue;
+    if (kw == "size") {
+      auto n = ReadInteger(y.assigned, d, kw, 1, 64);
+      if (n) rule.size = static_cast<uint32_t>(*n);
+    } else if (auto t = ReadDuration(y.assigned, d, kw)) {
+      if (*t < 1'000'000'000ull || *t > 86400'000'000'000ull) {
+        d.Error("E023", y.assigned.span, "`max_idle` must be between 1s and 24h");
+        continue;
+      }
+      rule.max_idle_ns = *t;
+    }
+  }
+  if (rule.size == 0 && d.errors() == 0) {
+    d.Error("E023", x.span, "this pool has no `size`", "write `size = N` (1 to 64) inside it");
+  }
+  svc.pools.push_back(std::move(rule));
+}
+
 void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
   if (!ExpectBlock(s, d, "service")) return;
   static const std::vector<std::string_view> kKeys = {"policy_dir",
@@ -444,7 +497,9 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
                                                       "results_ttl",
                                                       "max_retained_runs",
                                                       "results_max_bytes",
-                                                      "max_download"};
+                                                      "max_download",
+                                                      "pool",
+                                                      "pool_memory"};
   std::set<std::string> seen;
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
@@ -459,6 +514,10 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
     }
     if (kw == "allow") {
       Allow(x, d, svc);
+      continue;
+    }
+    if (kw == "pool") {
+      Pool(x, d, svc);
       continue;
     }
     if (!seen.insert(kw).second) {
@@ -508,6 +567,14 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
         continue;
       }
       svc.socket_mode = mode;
+    } else if (kw == "pool_memory") {
+      auto size = ReadSize(v, d, kw);
+      if (!size) continue;
+      if (*size > (1ull << 40)) {
+        d.Error("E023", v.span, "`pool_memory` must be at most 1TiB");
+        continue;
+      }
+      svc.pool_memory_bytes = *size;
     } else if (kw == "max_buffered" || kw == "audit_reserve") {
       auto size = ReadSize(v, d, kw);
       if (!size) continue;

@@ -80,6 +80,8 @@ struct NetworkSettings {
 //     audit_reserve = 256MiB               # below this much free space refusals are only counted
 //     audit_check_interval = 10m           # full integrity check of the audit log
 //     drain_timeout = 30s                  # SIGTERM: runs may finish this long, then are killed
+//     pool "python-untrusted" { size = 4  max_idle = 10m }   # warm pool (docs/operating.md)
+//     pool_memory = 4GiB                   # pooled sandboxes' memory limits, all together
 //     allow "python-untrusted" { users = ["alice", 1001]  groups = ["ci"] }
 //     allow "*" { users = ["root"] }       # "*": every policy in policy_dir
 //   }
@@ -96,6 +98,13 @@ struct AllowRule {
   // Users who may see, follow and fetch the files of other callers' runs of this policy through
   // the runs API (docs/api.md), without running anything themselves.
   std::vector<Principal> auditors;
+};
+
+// A warm pool of single-use sandboxes for one policy (supervisor/serve/sandbox_pool.h).
+struct PoolRule {
+  std::string policy;                         // a policy name ([a-z0-9-]+), never "*"
+  uint32_t size = 0;                          // sandboxes kept ready
+  uint64_t max_idle_ns = 600'000'000'000ull;  // a ready sandbox older than this is replaced
 };
 
 struct ServiceSettings {
@@ -133,6 +142,10 @@ struct ServiceSettings {
   uint64_t results_max_bytes = 256ull << 20;
   uint64_t max_download_bytes = 64ull << 20;
   std::vector<AllowRule> allow;
+  std::vector<PoolRule> pools;
+  // The memory limits of every pooled sandbox together (ready or booting): a pool that would
+  // pass it is kept smaller (and says so in the service log).
+  uint64_t pool_memory_bytes = 4ull << 30;
 };
 
 struct HostConfig {

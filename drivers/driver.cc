@@ -22,6 +22,16 @@ Status Driver::CheckRequest(const plan::Plan& /*plan*/, const RunRequest& reques
   return Status::Ok();
 }
 
+Result<std::unique_ptr<PreparedSandbox>> Driver::Prepare(const plan::Plan& /*plan*/,
+                                                         const PrepareRequest& /*request*/) {
+  return Status::FailedPrecondition(std::string(name()) + ": this backend has no warm pool");
+}
+
+Result<RunResult> Driver::RunPrepared(std::unique_ptr<PreparedSandbox> /*sandbox*/,
+                                      const plan::Plan& /*plan*/, const RunRequest& /*request*/) {
+  return Status::FailedPrecondition(std::string(name()) + ": this backend has no warm pool");
+}
+
 Status CheckRunnable(const plan::Plan& plan, const RunRequest& req, plan::Backend backend,
                      bool has_network_provider) {
   const std::string name = plan::BackendName(backend);

@@ -101,6 +101,44 @@ struct RunResult {
 Status CheckRunnable(const plan::Plan& plan, const RunRequest& request, plan::Backend backend,
                      bool has_network_provider);
 
+// What a sandbox made ahead of its request is made with (the service's warm pool,
+// supervisor/serve/sandbox_pool.h): everything of a cold run but the program and its input.
+struct PrepareRequest {
+  std::string sandbox_id;  // [a-z0-9-] as a run id; names the sandbox's resources
+  // Stops a boot in progress (the pool is stopping). nullptr: never. Must outlive Prepare().
+  const std::atomic<int>* cancel = nullptr;
+};
+
+// A sandbox booted from a plan, checked from inside (the same evidence as a cold run's) and
+// waiting for the one request it will ever serve: its first process waits for the program's
+// argv and stdin and then execs the program in its own place. Destroying it without a run tears
+// everything down (nothing is left, nothing of any request ever entered it). Never reused: a
+// sandbox that ran a program is gone when RunPrepared returns.
+class PreparedSandbox {
+ public:
+  virtual ~PreparedSandbox() = default;
+  const std::string& id() const { return id_; }
+  // The digest of the plan it was made from (plan::PlanDigest); only that plan runs in it.
+  const std::string& plan_digest() const { return plan_digest_; }
+  int64_t created_ns() const { return created_ns_; }  // CLOCK_REALTIME when it became ready
+  // What it enforced, read back before it was declared ready.
+  const Enforcement& enforcement() const { return enforcement_; }
+  // Keeps the waiting sandbox serviceable (drains what its runtime writes) and says whether it
+  // still is (false once its runtime exited). Called from time to time while it waits, from one
+  // thread at a time.
+  virtual bool Healthy() = 0;
+
+ protected:
+  PreparedSandbox(std::string id, std::string plan_digest, int64_t created_ns)
+      : id_(std::move(id)), plan_digest_(std::move(plan_digest)), created_ns_(created_ns) {}
+  Enforcement enforcement_;
+
+ private:
+  std::string id_;
+  std::string plan_digest_;
+  int64_t created_ns_;
+};
+
 class Driver {
  public:
   virtual ~Driver() = default;
@@ -126,6 +164,18 @@ class Driver {
   // supervisor shows the caller the first line and keeps the rest for the audit record.
   // Thread-safety: concurrent Run calls on one Driver are allowed.
   virtual Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) = 0;
+
+  // The warm pool. Prepare makes a sandbox from `plan` as Run would, up to the program: same
+  // limits, mounts (an input mount gets an empty stand-in), seccomp filter, network and cgroups,
+  // and the same read-back; it fails (nothing left) where Run would refuse or fail. Only a
+  // request without an input directory can be run in it. RunPrepared runs `request` in it as the
+  // program (the wall clock starts now; the CPU used by boot and idling is not the run's) and
+  // destroys it; the result is what Run would give. It refuses a plan other than the one the
+  // sandbox was made from. Backends without a pool: FailedPrecondition.
+  virtual Result<std::unique_ptr<PreparedSandbox>> Prepare(const plan::Plan& plan,
+                                                           const PrepareRequest& request);
+  virtual Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox,
+                                        const plan::Plan& plan, const RunRequest& request);
 
   // Crash recovery: removes what runs of owners that died left behind (sandbox processes,
   // cgroups, mounts, state directories), and leaves runs whose owner lock is held alone.

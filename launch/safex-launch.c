@@ -9,6 +9,18 @@
  * environment, argv verbatim); anything else and it exits 125 without running anything.
  *
  * Usage (from the OCI spec only): safex-launch -- PROGRAM [ARG...]
+ *                                 safex-launch --pool
+ *
+ * --pool (a warm pool's sandbox, made before its request is known): the same report, then it
+ * waits on fd 4 for the hand-over instead of a bare go-ahead: 'p', a 4-byte little-endian length,
+ * and that many bytes: one stdin byte ('n': the program's stdin is /dev/null, 'p': the pipe the
+ * sandbox was started with) and the program's argv, each string NUL-terminated. It then execs
+ * the program exactly as a cold run's launcher would. While it waits it makes no call that could
+ * change what the program inherits (signal mask and dispositions, cwd, umask, environment,
+ * rlimits: it only reads), and nothing else runs in the sandbox, so there is nothing to reset:
+ * the program starts from the state the runtime set, as in a cold run. No call is added either
+ * (stdin is replaced with close and open, not dup2): a plan's filter that would kill the waiter
+ * kills a cold run's launcher too.
  *
  * Report on fd 3: "SAFEX-LAUNCH 1\n", then for each source "NAME LENGTH\n" and LENGTH bytes,
  * then "end\n". Static, no allocation beyond the stack, few syscalls (openat, read, write, close,
@@ -17,13 +29,18 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { kReportFd = 3, kGoFd = 4, kMaxSource = 64 * 1024 };
+/* The hand-over's bounds (the service refuses larger argv long before). */
+enum { kMaxHandOver = 4 * 1024 * 1024, kMaxArgs = 64 * 1024 };
 
 static char buf[kMaxSource];
+static char handover[kMaxHandOver + 1];
+static char* handover_argv[kMaxArgs + 1];
 
 static int write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -77,9 +94,45 @@ static int send_status(void) {
 static int send_status(void) { return send_source("status", "/proc/self/status"); }
 #endif
 
+static int read_all(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+/* The pool's hand-over after 'p' (see the top): stdin chosen, argv into handover_argv. Returns
+ * the program's argv, or NULL when the message is malformed (then nothing runs). */
+static char** read_handover(void) {
+  unsigned char len_bytes[4];
+  if (read_all(kGoFd, (char*)len_bytes, 4) != 0) return NULL;
+  const uint32_t len = (uint32_t)len_bytes[0] | (uint32_t)len_bytes[1] << 8 |
+                       (uint32_t)len_bytes[2] << 16 | (uint32_t)len_bytes[3] << 24;
+  if (len < 3 || len > kMaxHandOver || read_all(kGoFd, handover, len) != 0) return NULL;
+  if (handover[len - 1] != '\0') return NULL;
+  handover[len] = '\0';
+  if (handover[0] == 'n') {
+    close(0); /* the lowest free descriptor: open gives 0 */
+    if (open("/dev/null", O_RDONLY) != 0) return NULL;
+  } else if (handover[0] != 'p') {
+    return NULL;
+  }
+  size_t argc = 0;
+  for (size_t at = 1; at < len && argc < kMaxArgs; at += strlen(handover + at) + 1) {
+    handover_argv[argc++] = handover + at;
+  }
+  handover_argv[argc] = NULL;
+  return argc > 0 && handover_argv[0][0] != '\0' ? handover_argv : NULL;
+}
+
 int main(int argc, char** argv) {
-  if (argc < 3 || strcmp(argv[1], "--") != 0) {
-    say("safex-launch: usage: safex-launch -- PROGRAM [ARG...]", "", "");
+  const int pooled = argc == 2 && strcmp(argv[1], "--pool") == 0;
+  if (!pooled && (argc < 3 || strcmp(argv[1], "--") != 0)) {
+    say("safex-launch: usage: safex-launch -- PROGRAM [ARG...] | --pool", "", "");
     return 125;
   }
   static const char kHeader[] = "SAFEX-LAUNCH 1\n";
@@ -96,10 +149,16 @@ int main(int argc, char** argv) {
   do {
     r = read(kGoFd, &go, 1);
   } while (r < 0 && errno == EINTR);
+  char** program = argv + 2;
+  if (pooled) {
+    program = r == 1 && go == 'p' ? read_handover() : NULL;
+  } else if (r != 1 || go != 'g') {
+    program = NULL;
+  }
   close(kGoFd);
-  if (r != 1 || go != 'g') return 125; /* the supervisor refused the run */
-  execvp(argv[2], argv + 2);
+  if (program == NULL) return 125; /* the supervisor refused the run, or never handed it over */
+  execvp(program[0], program);
   const int err = errno;
-  say(argv[2], ": ", strerror(err));
+  say(program[0], ": ", strerror(err));
   return err == ENOENT || err == ENOTDIR ? 127 : 126;
 }

@@ -25,6 +25,12 @@ nlohmann::json ReportToJson(const RunReport& report) {
   j["limits_fired"] = report.limits_fired;
   if (!report.diagnostics.empty()) j["diagnostics"] = output::EscapeForLog(report.diagnostics);
   if (!report.enforcement.is_null()) j["enforcement"] = report.enforcement;
+  if (report.pooled) {
+    j["sandbox"] = {{"pooled", true},
+                    {"id", report.pooled->sandbox_id},
+                    {"created_ns", report.pooled->created_ns},
+                    {"idle_ms", report.pooled->idle_ns / 1'000'000}};
+  }
   if (report.result) {
     const drivers::RunResult& r = *report.result;
     j["exit_code"] = r.term_signal == 0 && r.exit_code >= 0 ? json(r.exit_code) : json(nullptr);

@@ -100,10 +100,10 @@ Status PrepareStateRoot(const std::string& state_root) {
 // nothing crosses this boundary. The driver's RAII has torn the sandbox down by the time the
 // exception reaches here; the run ends as a setup error with its end event, never as an abort
 // that leaves mounts, cgroups and a `running` audit row behind.
-Result<drivers::RunResult> RunDriver(drivers::Driver& driver, const plan::Plan& plan,
-                                     const drivers::RunRequest& request) {
+Result<drivers::RunResult> RunDriver(drivers::Driver& driver,
+                                     const std::function<Result<drivers::RunResult>()>& run) {
   try {
-    return driver.Run(plan, request);
+    return run();
   } catch (const std::exception& e) {
     return Status::Internal(fmt::format("{} driver failed: {}", driver.name(), e.what()));
   } catch (...) {
@@ -282,7 +282,7 @@ class RunAttempt {
     request_.collect_output = [&files](const plan::Mount& m, int dirfd) {
       files.Collect(m, dirfd);
     };
-    auto result = RunDriver(*driver_, plan_, request_);
+    auto result = RunInSandbox();
     audit::RunEnd end;
     end.end_time_ns = NowNs();
     if (!result.ok()) {
@@ -345,6 +345,33 @@ class RunAttempt {
     FillEnd(r, files, &end);
     report_.result = std::move(r);
     return end;
+  }
+
+  // The run in a pooled sandbox made from exactly this plan when the pool has one ready and the
+  // request can use one (no input directory; the policy's own plan, not one derived from the
+  // request's choices), else in a fresh one. A pooled run's evidence is its sandbox's, read back
+  // when it was made, plus which sandbox it was (so the audit log shows each served one run).
+  Result<drivers::RunResult> RunInSandbox() {
+    std::unique_ptr<drivers::PreparedSandbox> sandbox;
+    if (options_.sandboxes != nullptr && request_.input_dir.empty() && !derived_) {
+      sandbox = options_.sandboxes->Take(plan_.policy_name, report_.plan_digest);
+    }
+    if (!sandbox) return RunDriver(*driver_, [&] { return driver_->Run(plan_, request_); });
+    const int64_t handed_ns = NowNs();
+    RunReport::Pooled pooled{sandbox->id(), sandbox->created_ns(),
+                             handed_ns - sandbox->created_ns()};
+    auto result = RunDriver(*driver_, [&] {
+      return driver_->RunPrepared(std::move(sandbox), plan_, request_);
+    });
+    if (result.ok()) {
+      result->enforcement.Observed(
+          "sandbox",
+          fmt::format("pooled {} made {} ns idle {} ms", pooled.sandbox_id, pooled.created_ns,
+                      pooled.idle_ns / 1'000'000),
+          "safex serve: warm pool (each pooled sandbox serves one run; safex audit verify)");
+    }
+    report_.pooled = std::move(pooled);
+    return result;
   }
 
   // What came out is checked whatever the verdict: a run killed at its deadline still has its

@@ -33,6 +33,16 @@
 
 namespace safex::supervisor {
 
+// Where sandboxes made ahead of their request come from (the service's warm pool,
+// serve/sandbox_pool.h). Take gives one made from exactly the plan with `plan_digest` for
+// `policy_name` and never gives the same one twice, or nullptr (then the run makes its own).
+class SandboxSource {
+ public:
+  virtual ~SandboxSource() = default;
+  virtual std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
+                                                         const std::string& plan_digest) = 0;
+};
+
 struct RunnerOptions {
   // Where input is staged (<state_root>/private, private_dir.h); the gVisor driver of `backends`
   // keeps its per-run state here too.
@@ -44,6 +54,9 @@ struct RunnerOptions {
   std::string records_dir;
   // The audit log path written into each record (which log recovery must close the run in).
   std::string audit_db;
+  // Pooled sandboxes (nullptr: every run makes its own). Used for a run of the policy's own plan
+  // (no per-request choices) without input files; must outlive the Runner.
+  SandboxSource* sandboxes = nullptr;
 };
 
 // Values of RunSpec::cancel besides signal numbers.
@@ -111,6 +124,14 @@ struct RunReport {
   // run got no further than the checks before its sandbox existed.
   nlohmann::json enforcement;
   bool ran() const { return result.has_value(); }
+  // Set when the run was handed a pooled sandbox: its id, when it was made (CLOCK_REALTIME ns)
+  // and how long it had waited (ns).
+  struct Pooled {
+    std::string sandbox_id;
+    int64_t created_ns = 0;
+    int64_t idle_ns = 0;
+  };
+  std::optional<Pooled> pooled;
 };
 
 // A compiled plan, re-verified from its own canonical JSON.

@@ -448,6 +448,15 @@ Result<uint64_t> RunCgroup::PeakMemoryBytes() const {
   return v;
 }
 
+Status RunCgroup::ResetPeakMemory() {
+  if (version_ == Version::kV2) {
+    return Status::FailedPrecondition("cgroup v2 has no reset of the memory high-water mark");
+  }
+  const std::string file = DirOf("memory") + "/memory.max_usage_in_bytes";
+  if (int err = fs_->WriteFile(file, "0"); err != 0) return Status::Errno("write", file, err);
+  return Status::Ok();
+}
+
 Result<uint64_t> RunCgroup::OomKills() const {
   if (version_ == Version::kV2) return ReadKeyed(DirOf("memory"), "memory.events", "oom_kill");
   return ReadKeyed(DirOf("memory"), "memory.oom_control", "oom_kill");

@@ -139,6 +139,11 @@ class RunCgroup {
   Result<uint64_t> CpuUsageNs() const;
   // High-water mark of memory charged to the cgroup (v2 without memory.peak: current usage).
   Result<uint64_t> PeakMemoryBytes() const;
+  // Starts the high-water mark again from the current usage (a pooled sandbox's hand-over: the
+  // peak is then the run's, not the boot's). v1: memory.max_usage_in_bytes is reset. v2 has no
+  // global reset (a write to memory.peak resets it for that open file only): FailedPrecondition,
+  // and the peak still includes the boot.
+  Status ResetPeakMemory();
   // How many times the kernel OOM-killed a process of this cgroup at its memory limit.
   Result<uint64_t> OomKills() const;
   // How many times a fork/clone failed at pids.max.

@@ -16,12 +16,14 @@
 #include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
+#include "drivers/gvisor/pooled_sandbox.h"
 #include "drivers/gvisor/program_lookup.h"
 #include "drivers/gvisor/run_state.h"
 #include "drivers/gvisor/run_steps.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/run_dir.h"
+#include "plan/plan_json.h"
 
 namespace safex::drivers {
 namespace {
@@ -137,8 +139,7 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   return r;
 }
 
-Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req) const {
-  SAFEX_RETURN_IF_ERROR(Driver::CheckRequest(plan, req));
+Status GvisorDriver::CheckPlan(const plan::Plan& plan) const {
   const std::string& platform = plan.gvisor.platform;
   if (platform != "systrap" && platform != "ptrace") {
     return Status::InvalidArgument("gvisor platform must be systrap or ptrace, not '" + platform +
@@ -149,18 +150,24 @@ Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req)
                                " platform the plan names (host config: backends { gvisor { "
                                "platforms } }); refused, nothing ran");
   }
+  for (const auto& [name, value] : plan.env) {
+    if (!IsValidUtf8(name) || !IsValidUtf8(value)) {
+      return Status::InvalidArgument("environment variable " + name +
+                                     " is not valid UTF-8 (the gvisor backend cannot carry it)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status GvisorDriver::CheckRequest(const plan::Plan& plan, const RunRequest& req) const {
+  SAFEX_RETURN_IF_ERROR(Driver::CheckRequest(plan, req));
+  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
   for (size_t i = 0; i < req.argv.size(); ++i) {
     if (!IsValidUtf8(req.argv[i])) {
       return Status::InvalidArgument(
           "argv[" + std::to_string(i) +
           "] is not valid UTF-8; the gvisor backend passes argv through runsc's JSON "
           "configuration, which cannot carry those bytes faithfully (the microvm backend can)");
-    }
-  }
-  for (const auto& [name, value] : plan.env) {
-    if (!IsValidUtf8(name) || !IsValidUtf8(value)) {
-      return Status::InvalidArgument("environment variable " + name +
-                                     " is not valid UTF-8 (the gvisor backend cannot carry it)");
     }
   }
   return Status::Ok();
@@ -176,29 +183,13 @@ RunResult GvisorDriver::RefusedByEvidence(RunResult result, gvisor::RunState& s)
   return result;
 }
 
-// The script of one run: each step in the order it must happen, with why (run_steps.h has the
-// steps; RunState's destructor tears down whatever exists on every way out).
-Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& req) {
-  // 0. Refuse what cannot be run faithfully, before anything exists.
-  SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
-  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
-                                      static_cast<bool>(options_.network_provider)));
-  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
-  gvisor::SeccompOptions seccomp;  // errnoRet is not honoured by runsc 20240729
-  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
-                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
-  RunResult result;
-  result.backend_mode = BackendMode(plan);
-  // A program that is certainly not in the sandbox's root view is 127 without a sandbox: the
-  // answer does not need one, and the start would be most of the run's cost.
-  if (auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir)) {
-    result.exit_code = 127;
-    result.backend_error = *missing;
-    return result;
-  }
-  const gvisor::RunContext c{plan, req, options_};
-  SigpipeBlock sigpipe_block;
-  gvisor::RunState s;
+// Steps 1-6b, in the order they must happen (run_steps.h has the steps; RunState's destructor
+// tears down whatever exists on every way out). nullopt: the evidence differed before runsc
+// started (nothing of the program exists; RefusedByEvidence is the caller's).
+Result<std::optional<gvisor::LaunchOutcome>> GvisorDriver::Boot(const gvisor::RunContext& c, const Ready& ready,
+                                                 const gvisor::SeccompOptions& seccomp,
+                                                 bool filtered, gvisor::RunState& s,
+                                                 gvisor::RunIo& io, RunResult* result) {
   // 1-2. Its private directory first (everything below lives in it), then the host side of the
   //      mounts (output tmpfs), which the bundle's config names.
   SAFEX_RETURN_IF_ERROR(gvisor::CreateRunDirectory(c, s));
@@ -209,21 +200,24 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(std::string hosts, gvisor::CreateNetwork(c, s));
   // 4b. The evidence, before anything of the program exists: a host that does not enforce the
   //     plan refuses the run rather than run it under something else.
-  gvisor::ReadBackEnforcement(ready.runsc_version, s, &result.enforcement);
-  if (result.enforcement.Differs()) {
-    return RefusedByEvidence(std::move(result), s);
-  }
+  gvisor::ReadBackEnforcement(ready.runsc_version, s, &result->enforcement);
+  if (result->enforcement.Differs()) return std::optional<gvisor::LaunchOutcome>();
   // 5-6. The bundle, then runsc with the program's stdio.
   SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, ready.launcher_dir, s));
-  SAFEX_ASSIGN_OR_RETURN(gvisor::RunIo io, gvisor::StartRunsc(c, s));
-  // 6b. The launcher's report from inside, before the program: the go-ahead only if it holds.
-  const gvisor::LaunchOutcome launched =
-      gvisor::AwaitLauncher(c, filter.has_value(), io, s, &result.enforcement);
+  SAFEX_ASSIGN_OR_RETURN(io, gvisor::StartRunsc(c, s));
+  // 6b. The launcher's report from inside, before the program: the go-ahead only if it holds
+  //     (a pooled sandbox's launcher waits for the hand-over instead).
+  return std::optional(gvisor::AwaitLauncher(c, filtered, io, s, &result->enforcement));
+}
+
+// Steps 7-10: supervision until every process is gone, what happened, the outputs, teardown.
+Result<RunResult> GvisorDriver::Finish(const gvisor::RunContext& c, gvisor::LaunchOutcome launched,
+                                       gvisor::RunIo& io, gvisor::RunState& s, RunResult result) {
   // 7. Supervision until every process of the run is gone.
   gvisor::Observation seen = gvisor::Supervise(c, io, s, &result);
   // 8. What happened: the counters (after the end, so they are final), then the classifier.
   gvisor::ReadAccounting(c, s, &seen, &result);
-  auto outcome = gvisor::Classify(seen, plan.limits);
+  auto outcome = gvisor::Classify(seen, c.plan.limits);
   if (!outcome.ok()) {
     s.Teardown(options_.kill_grace);
     if (s.errors.empty()) return outcome.status();
@@ -245,6 +239,105 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   s.Teardown(options_.kill_grace);
   result.teardown_error = s.errors;
   return result;
+}
+
+// The script of one cold run: refusals before anything exists, Boot (1-6b), Finish (7-10).
+Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& req) {
+  // 0. Refuse what cannot be run faithfully, before anything exists.
+  SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  gvisor::SeccompOptions seccomp;  // errnoRet is not honoured by runsc 20240729
+  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
+                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
+  RunResult result;
+  result.backend_mode = BackendMode(plan);
+  // A program that is certainly not in the sandbox's root view is 127 without a sandbox: the
+  // answer does not need one, and the start would be most of the run's cost.
+  if (auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir)) {
+    result.exit_code = 127;
+    result.backend_error = *missing;
+    return result;
+  }
+  const gvisor::RunContext c{plan, req, options_};
+  SigpipeBlock sigpipe_block;
+  gvisor::RunState s;
+  gvisor::RunIo io;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
+                         Boot(c, ready, seccomp, filter.has_value(), s, io, &result));
+  if (!launched) return RefusedByEvidence(std::move(result), s);
+  return Finish(c, *launched, io, s, std::move(result));
+}
+
+Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan& plan,
+                                                               const PrepareRequest& preq) {
+  // The request a pooled sandbox is booted for: its id, no program yet, no input.
+  RunRequest req;
+  req.run_id = preq.sandbox_id;
+  req.cancel = preq.cancel;
+  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  gvisor::SeccompOptions seccomp;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
+                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
+  gvisor::RunContext c{plan, req, options_};
+  c.pooled = true;
+  SigpipeBlock sigpipe_block;
+  auto s = std::make_unique<gvisor::RunState>();
+  gvisor::RunIo io;
+  RunResult boot;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
+                         Boot(c, ready, seccomp, filter.has_value(), *s, io, &boot));
+  if (launched != gvisor::LaunchOutcome::kReady) {
+    // The same evidence a cold run would have been refused on; nothing of any request existed.
+    const std::string why = boot.enforcement.Differs() ? boot.enforcement.Differences()
+                                                      : "its launcher did not report";
+    return Status::Unavailable("gvisor: a pooled sandbox could not be made: " + why);
+  }
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
+      preq.sandbox_id, plan::PlanDigest(plan),
+      static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec, filter.has_value(),
+      std::move(s), std::move(io), std::move(boot.enforcement)));
+}
+
+Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> prepared,
+                                            const plan::Plan& plan, const RunRequest& req) {
+  auto* sandbox = dynamic_cast<gvisor::PooledSandbox*>(prepared.get());
+  if (sandbox == nullptr) return Status::InvalidArgument("gvisor: not a gVisor pooled sandbox");
+  // 0. What a cold run refuses, and what only a pooled sandbox cannot take.
+  SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
+  if (plan::PlanDigest(plan) != sandbox->plan_digest()) {
+    return Status::FailedPrecondition("gvisor: pooled sandbox " + sandbox->id() +
+                                      " was made from another plan; not used");
+  }
+  if (!req.input_dir.empty()) {
+    return Status::InvalidArgument("gvisor: a pooled sandbox cannot take an input directory");
+  }
+  RunResult result;
+  result.backend_mode = BackendMode(plan);
+  result.enforcement = sandbox->enforcement();
+  if (auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir)) {
+    result.exit_code = 127;
+    result.backend_error = *missing;
+    return result;
+  }
+  const gvisor::RunContext c{plan, req, options_};
+  SigpipeBlock sigpipe_block;
+  if (!sandbox->Healthy()) {
+    return Status::Unavailable("gvisor: pooled sandbox " + sandbox->id() +
+                               " stopped while it waited");
+  }
+  // 6c. The hand-over; from here on it is a cold run's 7-10 (the wall clock starts now).
+  SAFEX_RETURN_IF_ERROR(gvisor::HandOver(c, sandbox->io(), sandbox->state()));
+  return Finish(c, gvisor::LaunchOutcome::kStarted, sandbox->io(), sandbox->state(),
+                std::move(result));
 }
 
 // Removes one stale run directory's contents: the runsc container, the run's cgroup (and any

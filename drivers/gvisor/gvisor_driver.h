@@ -36,6 +36,10 @@ namespace safex::drivers {
 
 namespace gvisor {
 struct RunState;
+struct RunContext;
+struct RunIo;
+struct SeccompOptions;
+enum class LaunchOutcome;
 }
 
 struct GvisorOptions {
@@ -88,6 +92,14 @@ class GvisorDriver : public Driver {
 
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
 
+  // The warm pool (drivers/driver.h): the sandbox of a cold run up to the launcher's go-ahead
+  // (run_steps.h 1-6b, the launcher in its --pool mode), and the hand-over to it (6c) followed by
+  // the rest of a cold run (7-10). pooled_sandbox.h holds what waits in between.
+  Result<std::unique_ptr<PreparedSandbox>> Prepare(const plan::Plan& plan,
+                                                   const PrepareRequest& request) override;
+  Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan,
+                                const RunRequest& request) override;
+
   // Crash recovery (the daemon calls it at start): removes what the runs of a supervisor that
   // died left behind under state_root: runsc containers (delete --force), their cgroups (killing
   // anything still in them), output mounts and the private directories. A run still owned by a
@@ -114,6 +126,18 @@ class GvisorDriver : public Driver {
   Result<Ready> EnsureReady();
   Status CleanRunDir(const Ready& ready, const std::string& name, const std::string& dir);
   RunResult RefusedByEvidence(RunResult result, gvisor::RunState& s) const;
+  // What the plan asks of this backend that it may not offer (the platform, env bytes).
+  Status CheckPlan(const plan::Plan& plan) const;
+  // Steps 1-6b of a run (or of a pooled sandbox's boot, c.pooled), into `s` and `io`.
+  // nullopt: refused on the evidence before runsc started.
+  Result<std::optional<gvisor::LaunchOutcome>> Boot(const gvisor::RunContext& c,
+                                                    const Ready& ready,
+                                                    const gvisor::SeccompOptions& seccomp,
+                                                    bool filtered, gvisor::RunState& s,
+                                                    gvisor::RunIo& io, RunResult* result);
+  // Steps 7-10 once the program was let go (or its launcher stopped short).
+  Result<RunResult> Finish(const gvisor::RunContext& c, gvisor::LaunchOutcome launched,
+                           gvisor::RunIo& io, gvisor::RunState& s, RunResult result);
 
   GvisorOptions options_;
   mutable std::mutex mu_;

@@ -177,7 +177,9 @@ Result<json> MountsJson(const plan::Plan& plan, const OciLayout& layout) {
 
 Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
                           const OciLayout& layout, const SeccompOptions& seccomp_options) {
-  if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("argv is empty");
+  if (!layout.pooled && (argv.empty() || argv[0].empty())) {
+    return Status::InvalidArgument("argv is empty");
+  }
   if (layout.mount_sources.size() != plan.mounts.size()) {
     return Status::Internal("oci: one host source per plan mount expected");
   }
@@ -202,7 +204,12 @@ Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>
   process["terminal"] = false;
   process["user"] = {
       {"uid", plan.process.uid}, {"gid", plan.process.gid}, {"additionalGids", json::array()}};
-  if (layout.launcher_dir.empty()) {
+  if (layout.pooled) {
+    if (layout.launcher_dir.empty() || !argv.empty()) {
+      return Status::Internal("a pooled sandbox needs the launcher and no argv");
+    }
+    process["args"] = json::array({kLauncherProgram, "--pool"});
+  } else if (layout.launcher_dir.empty()) {
     process["args"] = argv;
   } else {
     json args = json::array({kLauncherProgram, "--"});

@@ -38,6 +38,9 @@ struct OciLayout {
   // /.safex-launch, and the process is `safex-launch -- argv...`. "" : argv runs directly (unit
   // tests of the spec only; the driver always sets it).
   std::string launcher_dir;
+  // A warm pool's sandbox (drivers/driver.h, PreparedSandbox): the process is
+  // `safex-launch --pool`, which is handed the program's argv later; argv must be empty.
+  bool pooled = false;
 };
 
 struct SeccompOptions {

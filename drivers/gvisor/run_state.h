@@ -49,6 +49,9 @@ struct RunState {
   cgroup::RunCgroup cg;
   cgroup::Limits cg_limits;  // what was written to it for the plan
   uint64_t pids_backstop = 0;
+  // CPU the cgroup had used before the program was handed over (a pooled sandbox's boot and
+  // idling): subtracted from every CPU figure of the run. 0 for a cold run.
+  uint64_t cpu_baseline_ns = 0;
   std::unique_ptr<net::RunNetwork> net;
   Subprocess runsc;
   bool sandbox_stopped = false;

@@ -178,6 +178,7 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const
     io.go.write.Reset();
     return LaunchOutcome::kRefused;
   }
+  if (c.pooled) return LaunchOutcome::kReady;  // the go-ahead is the hand-over (HandOver)
   const char go = 'g';
   const bool sent = write(io.go.write.get(), &go, 1) == 1;
   io.go.write.Reset();
@@ -204,7 +205,10 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
   layout.pids_backstop = s.pids_backstop;
   layout.network_none = c.plan.network.egress.empty();
   layout.launcher_dir = launcher_dir;
-  SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec, BuildOciSpec(c.plan, c.req.argv, layout, seccomp));
+  layout.pooled = c.pooled;
+  SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec,
+                         BuildOciSpec(c.plan, c.pooled ? std::vector<std::string>{} : c.req.argv,
+                                      layout, seccomp));
   SAFEX_ASSIGN_OR_RETURN(std::string text, SpecText(spec));
   return WriteWholeFile(s.bundle + "/config.json", text);
 }
@@ -213,7 +217,9 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
   RunIo io;
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!devnull) return Status::Errno("open", "/dev/null", errno);
-  if (c.req.stdin_data) {
+  // A pooled sandbox does not know yet whether its request has stdin: it always gets the pipe,
+  // and the launcher puts /dev/null in its place when the request has none.
+  if (c.req.stdin_data || c.pooled) {
     SAFEX_ASSIGN_OR_RETURN(Pipe p, MakePipe());
     io.stdin_pipe = std::move(p);
     SAFEX_RETURN_IF_ERROR(SetNonBlocking(io.stdin_pipe->write.get()));
@@ -265,8 +271,67 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s) {
   return io;
 }
 
+namespace {
+
+// The hand-over message (launch/safex-launch.c): 'p', the payload's length (4 bytes, little
+// endian), the stdin byte, then argv, each string NUL-terminated.
+std::string HandOverMessage(const RunRequest& req) {
+  std::string payload(1, req.stdin_data ? 'p' : 'n');
+  for (const std::string& a : req.argv) {
+    payload += a;
+    payload.push_back('\0');
+  }
+  std::string msg(1, 'p');
+  const auto len = static_cast<uint32_t>(payload.size());
+  for (int shift = 0; shift < 32; shift += 8) msg.push_back(static_cast<char>(len >> shift));
+  return msg + payload;
+}
+
+// Writes all of `bytes` to a non-blocking fd within `timeout` (a launcher that stopped reading
+// cannot hold the supervisor).
+Status WriteWithin(int fd, const std::string& bytes, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return Status::Errno("write", "hand-over", errno);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Unavailable("the pooled sandbox did not take its hand-over in time");
+    }
+    pollfd p{fd, POLLOUT, 0};
+    poll(&p, 1, 50);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status HandOver(const RunContext& c, RunIo& io, RunState& s) {
+  if (c.req.argv.size() > 64 * 1024) {
+    return Status::InvalidArgument("a pooled sandbox takes at most 65536 arguments");
+  }
+  const std::string msg = HandOverMessage(c.req);
+  if (msg.size() > 5 + 4 * 1024 * 1024) {
+    return Status::InvalidArgument("argv is larger than a pooled sandbox's hand-over (4 MiB)");
+  }
+  SAFEX_ASSIGN_OR_RETURN(s.cpu_baseline_ns, s.cg.CpuUsageNs());
+  // Where the kernel has no reset (v2), the peak keeps the boot's: a larger figure, never a
+  // smaller one.
+  s.cg.ResetPeakMemory().ok();
+  SAFEX_RETURN_IF_ERROR(SetNonBlocking(io.go.write.get()));
+  Status sent = WriteWithin(io.go.write.get(), msg, std::chrono::milliseconds(10000));
+  io.go.write.Reset();
+  return sent;
+}
+
 void ReadAccounting(const RunContext& c, RunState& s, Observation* o, RunResult* result) {
-  if (auto cpu = s.cg.CpuUsageNs(); cpu.ok()) result->cpu_ns = *cpu;
+  if (auto cpu = s.cg.CpuUsageNs(); cpu.ok()) {
+    result->cpu_ns = *cpu > s.cpu_baseline_ns ? *cpu - s.cpu_baseline_ns : 0;
+  }
   if (auto peak = s.cg.PeakMemoryBytes(); peak.ok()) result->peak_memory_bytes = *peak;
   if (auto oom = s.cg.OomKills(); oom.ok()) o->oom_kills = *oom;
   if (auto pids = s.cg.PidsLimitHits(); pids.ok()) o->pids_hits = *pids;

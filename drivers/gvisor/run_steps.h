@@ -24,6 +24,9 @@ struct RunContext {
   const plan::Plan& plan;
   const RunRequest& req;
   const GvisorOptions& options;
+  // Making a warm pool's sandbox (GvisorDriver::Prepare): req has no argv yet; the launcher
+  // waits for the hand-over (HandOver) instead of a go-ahead, and stdin is always a pipe.
+  bool pooled = false;
 };
 
 // The run's descriptors to and from `runsc run` (the program's stdout and stderr are files in
@@ -34,11 +37,16 @@ struct RunIo {
   Pipe diag;                       // runsc's own stdout and stderr (its errors)
   Pipe report;                     // the launcher's report (we read), launch_report.h
   Pipe go;                         // the go-ahead to the launcher (we write one byte, or close)
+  // What runsc wrote to the log and diagnostics pipes while a pooled sandbox waited
+  // (pooled_sandbox.h): supervision reads it first, as if it had just arrived.
+  std::string idle_log;
+  std::string idle_diag;
 };
 
 // What the launcher said before the program could start (AwaitLauncher).
 enum class LaunchOutcome {
   kStarted,   // its report matched the plan; the go-ahead was sent: the program runs
+  kReady,     // (pooled) its report matched the plan; it waits for the hand-over
   kRefused,   // its report differed: no go-ahead, the launcher exits 125 and nothing ran
   kNoReport,  // no complete report (runsc failed, or the launcher could not report): no go-ahead
 };
@@ -66,6 +74,11 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
 //     The platform comes from the host kernel meanwhile: the sandbox process's command line.
 LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const RunState& s,
                             Enforcement* e);
+// 6c. (pooled) The hand-over to a sandbox that waited: what it used so far becomes the baseline
+//     (the CPU of boot and idling is not the run's; the memory high-water mark starts again
+//     where the kernel can reset it), then the launcher gets the program's argv and whether
+//     stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).
+Status HandOver(const RunContext& c, RunIo& io, RunState& s);
 // 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
 //    still written is drained.

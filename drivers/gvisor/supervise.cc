@@ -37,6 +37,9 @@ class Supervisor {
   }
 
   Observation Run() {
+    // What a pooled sandbox's runsc wrote while it waited comes first, in order.
+    scanner_.Feed(io_.idle_log);
+    diag_ = io_.idle_diag.substr(0, c_.options.diagnostics_cap);
     const auto start = Clock::now();
     deadline_ = start + std::chrono::nanoseconds(c_.plan.limits.wall_time_ns);
     next_poll_ = start + c_.options.poll_interval;
@@ -138,9 +141,10 @@ class Supervisor {
   void CheckAccounting() {
     const plan::Limits& lim = c_.plan.limits;
     auto cpu = s_.cg.CpuUsageNs();
-    if (cpu.ok() && *cpu >= lim.cpu_time_ns) {
+    const uint64_t used = cpu.ok() && *cpu > s_.cpu_baseline_ns ? *cpu - s_.cpu_baseline_ns : 0;
+    if (cpu.ok() && used >= lim.cpu_time_ns) {
       Stop(LimitHit::kCpuTime, fmt::format("CPU time {} ms reached the limit of {} ms",
-                                           *cpu / 1000000, lim.cpu_time_ns / 1000000));
+                                           used / 1000000, lim.cpu_time_ns / 1000000));
       return;
     }
     auto oom = s_.cg.OomKills();

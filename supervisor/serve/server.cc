@@ -46,6 +46,7 @@
 #include "supervisor/serve/http_parser.h"
 #include "supervisor/serve/live_events.h"
 #include "supervisor/serve/metrics.h"
+#include "supervisor/serve/sandbox_pool.h"
 #include "supervisor/serve/policy_store.h"
 #include "supervisor/serve/refusal_limiter.h"
 #include "supervisor/serve/result_files.h"
@@ -189,8 +190,9 @@ struct Server::Impl {
   UniqueFd instance_lock;
   std::optional<AccessControl> access;
   std::unique_ptr<drivers::Backends> backends;  // outlives runner (declared first)
-  std::unique_ptr<supervisor::Runner> runner;
   std::unique_ptr<PolicyStore> policies;
+  std::unique_ptr<SandboxPool> pool;  // uses backends and policies; outlives runner
+  std::unique_ptr<supervisor::Runner> runner;
   std::unique_ptr<RunTable> table;  // the runs API's runs (run_table.h)
   Metrics metrics;
   RecoveryReport recovery;
@@ -986,7 +988,8 @@ struct Server::Impl {
     }
     if (path == "/metrics") {
       if (method != "GET") return method_not_allowed("GET");
-      return Respond(c, FormatResponse(200, "text/plain; version=0.0.4", metrics.Render()));
+      return Respond(c, FormatResponse(200, "text/plain; version=0.0.4",
+                                       metrics.Render() + RenderPoolMetrics(pool->stats())));
     }
     if (path == "/v1/runs") {
       if (method == "POST") return SubmitRun(c);
@@ -1734,6 +1737,8 @@ struct Server::Impl {
     for (std::thread& t : workers) {
       if (t.joinable()) t.join();
     }
+    // No run can take a pooled sandbox any more: the waiting ones are destroyed now.
+    if (pool) pool->Stop();
     {
       std::lock_guard<std::mutex> l(side_mu);
       stop_side = true;
@@ -1888,8 +1893,16 @@ Status CreateRunner(Server::Impl& s) {
   options.backends = s.backends.get();
   options.records_dir = supervisor::RecordsDirFor(svc.audit_db);
   options.audit_db = svc.audit_db;
-  s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   s.policies = std::make_unique<PolicyStore>(svc.policy_dir, s.cfg.host.ceilings);
+  // The warm pool fills from the same store a request resolves its policy through, so a pooled
+  // sandbox is made from exactly the plan a request of that policy gets now.
+  s.pool = std::make_unique<SandboxPool>(
+      svc.pools, svc.pool_memory_bytes, s.backends.get(), [&s](const std::string& name) {
+        supervisor::RunReport unused;
+        return s.policies->Get(name, &unused);
+      });
+  options.sandboxes = s.pool.get();
+  s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   RetentionLimits keep;
   keep.ttl_ns = static_cast<int64_t>(svc.results_ttl_ns);
   keep.max_runs = svc.max_retained_runs;
@@ -1932,6 +1945,7 @@ Status StartThreads(Server::Impl& s) {
   const compiler::ServiceSettings& svc = s.cfg.host.service;
   (void)svc;
   try {
+    s.pool->Start();
     s.side_thread = std::thread([&s] { s.SideLoop(); });
     s.check_thread = std::thread([&s] { s.CheckLoop(); });
     for (size_t i = 0; i < s.worker_logs.size(); ++i) {

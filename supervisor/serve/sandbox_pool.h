@@ -1,0 +1,105 @@
+// The warm pool (`service { pool "NAME" { size = N  max_idle = 10m } }`, docs/operating.md):
+// sandboxes booted ahead of demand from a policy's current plan, each handed to exactly one run
+// and destroyed when it ends (drivers/driver.h, PreparedSandbox). Nothing is ever reused or
+// cloned: a pooled sandbox is made by the same steps as a cold run's, and until its hand-over
+// nothing of any request is in it.
+//
+// One filler thread keeps every pool at its size: it resolves each pooled policy through the
+// policy store (a changed policy or host config gives a new plan digest: the sandboxes of the old
+// one are destroyed, never handed out), checks every waiting sandbox (Healthy: one whose runtime
+// died is destroyed), replaces those older than max_idle, and boots one sandbox at a time, never
+// on a request's path. Take (a worker, for a run) only pops a ready one.
+//
+// Budget: the memory limits of all pooled sandboxes, ready or booting, stay within
+// pool_memory; a pool that would pass it is kept smaller (logged once).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "compiler/host_config.h"
+#include "drivers/backends.h"
+#include "drivers/driver.h"
+#include "supervisor/runner.h"
+
+namespace safex::serve {
+
+// The plan a pool is filled from now (the policy store's Get).
+using PlanResolver =
+    std::function<Result<std::shared_ptr<const supervisor::PreparedPlan>>(const std::string&)>;
+
+struct PoolStats {
+  uint64_t ready = 0;      // waiting, across every pool
+  uint64_t booting = 0;    // being made now
+  uint64_t hits = 0;       // runs handed a pooled sandbox
+  uint64_t misses = 0;     // runs of a pooled policy that found none ready
+  uint64_t refills = 0;    // sandboxes made
+  uint64_t evictions = 0;  // destroyed unused (max_idle, plan change, died, stop)
+  uint64_t failures = 0;   // boots that failed
+};
+
+// The pool's counters in the Prometheus text format (appended to GET /metrics):
+// safex_pool_ready, safex_pool_booting, safex_pool_hits_total, safex_pool_misses_total,
+// safex_pool_refills_total, safex_pool_evictions_total, safex_pool_boot_failures_total.
+std::string RenderPoolMetrics(const PoolStats& stats);
+
+class SandboxPool : public supervisor::SandboxSource {
+ public:
+  SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
+              drivers::Backends* backends, PlanResolver resolve);
+  ~SandboxPool() override;  // Stop()
+
+  void Start();  // the filler thread
+  // Destroys every waiting sandbox and ends the filler (a boot in progress is cancelled).
+  void Stop();
+
+  std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
+                                                 const std::string& plan_digest) override;
+
+  PoolStats stats() const;
+
+ private:
+  struct Pool {
+    compiler::PoolRule rule;
+    std::string digest;                       // the plan the pool is filled from ("" : none)
+    uint64_t memory_bytes = 0;                // the plan's memory limit, per sandbox
+    std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
+    uint32_t booting = 0;
+    bool over_budget_logged = false;
+    uint32_t failures = 0;       // failed boots in a row
+    int64_t retry_after_ns = 0;  // no boot before this after a failure (backoff)
+  };
+
+  void FillerLoop();
+  // One pass: plans resolved, sandboxes checked and evicted, then at most one boot.
+  void Tend();
+  // Unused sandboxes of `pool` that must go (wrong plan, too old, dead), taken out under mu_.
+  std::vector<std::unique_ptr<drivers::PreparedSandbox>> Expired(Pool& pool, int64_t now_ns);
+  // The pool that most needs a sandbox and may have one within the budget; nullptr: none.
+  Pool* NextToFill();
+  void Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPlan> plan);
+  uint64_t MemoryInUse() const;  // REQUIRES mu_
+
+  drivers::Backends* backends_;
+  PlanResolver resolve_;
+  const uint64_t memory_budget_;
+  std::atomic<int> stopping_{0};
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::map<std::string, Pool> pools_;  // by policy name; guarded by mu_
+  std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> plans_;  // filler only
+  PoolStats stats_;                                                               // guarded
+  std::thread filler_;
+};
+
+}  // namespace safex::serve

@@ -1,0 +1,142 @@
+// The warm pool's sandboxes (drivers/driver.h, PreparedSandbox; gvisor/pooled_sandbox.h): made
+// ahead by GvisorDriver::Prepare, run once by RunPrepared. A pooled run must be what a cold run
+// is to the program (same filter, user, filesystem, stdin) and to its limits (the wall clock and
+// the CPU count start at the hand-over), and each sandbox serves one run.
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "plan/plan_json.h"
+#include "tests/drivers/gvisor_test_fixture.h"
+
+namespace safex::drivers::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GvisorPoolTest : public GvisorTest {
+ protected:
+  std::unique_ptr<PreparedSandbox> MustPrepare(const plan::Plan& p) {
+    PrepareRequest req;
+    req.sandbox_id = "sbx-" + NextRunId();
+    auto sb = driver_->Prepare(p, req);
+    EXPECT_TRUE(sb.ok()) << sb.status().ToString();
+    if (!sb.ok()) return nullptr;
+    return std::move(sb).value();
+  }
+
+  RunResult MustRunPooled(std::unique_ptr<PreparedSandbox> sb, const plan::Plan& p,
+                          std::vector<std::string> argv,
+                          std::optional<std::string> stdin_data = std::nullopt) {
+    RunRequest req;
+    req.run_id = NextRunId();
+    req.argv = std::move(argv);
+    req.stdin_data = std::move(stdin_data);
+    auto r = driver_->RunPrepared(std::move(sb), p, req);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return RunResult{};
+    EXPECT_EQ(r->teardown_error, "");
+    return *r;
+  }
+};
+
+TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
+  plan::Plan p = BasePlan();
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sb->plan_digest(), plan::PlanDigest(p));
+  EXPECT_FALSE(sb->enforcement().Differs()) << sb->enforcement().Differences();
+  EXPECT_TRUE(sb->Healthy());
+  RunResult r = MustRunPooled(std::move(sb), p,
+                              {"/bin/sh", "-c", "id -u; cat; echo $$; exit 3"}, "from stdin\n");
+  EXPECT_EQ(r.exit_code, 3);
+  // The program is the container's first process (pid 1), exec'd in the waiter's place.
+  EXPECT_EQ(r.stdout_stream.data, std::to_string(p.process.uid) + "\nfrom stdin\n1\n");
+  EXPECT_FALSE(r.enforcement.fields.empty());
+}
+
+TEST_F(GvisorPoolTest, WithoutStdinTheProgramReadsDevNullAsInAColdRun) {
+  plan::Plan p = BasePlan();
+  const std::vector<std::string> argv = {
+      "/bin/sh", "-c", "test -c /proc/self/fd/0 && echo char; cat; echo end"};
+  RunResult cold = MustRun(p, argv);
+  RunResult pooled = MustRunPooled(MustPrepare(p), p, argv);
+  EXPECT_EQ(cold.stdout_stream.data, "char\nend\n");
+  EXPECT_EQ(pooled.stdout_stream.data, cold.stdout_stream.data);
+}
+
+TEST_F(GvisorPoolTest, AFileWrittenByOnePooledRunIsAbsentInTheNext) {
+  plan::Plan p = BasePlan();
+  auto first = MustPrepare(p);
+  auto second = MustPrepare(p);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(first->id(), second->id());
+  RunResult w = MustRunPooled(std::move(first), p,
+                              {"/bin/sh", "-c", "echo secret > /tmp/marker && cat /tmp/marker"});
+  EXPECT_EQ(w.stdout_stream.data, "secret\n");
+  RunResult r = MustRunPooled(std::move(second), p,
+                              {"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
+  EXPECT_EQ(r.stdout_stream.data, "absent\n");
+}
+
+// Not `runsc exec`, which on this runsc skips the OCI filter: the program is the launcher's
+// exec, under the filter the sandbox was made with.
+TEST_F(GvisorPoolTest, ThePlansSeccompFilterHoldsForThePooledProgram) {
+  plan::Plan p = PlanWithProbe();
+  p.seccomp.rules = {{"mkdir", plan::SyscallAction::kKill, 0}};
+  RunResult r = MustRunPooled(MustPrepare(p), p, {kProbe, "mkdir", "/tmp/d"});
+  EXPECT_EQ(r.term_signal, SIGSYS);
+  EXPECT_EQ(r.stdout_stream.data, "");
+}
+
+// The wall clock starts at the hand-over, and the CPU the sandbox used to boot and wait is not
+// the run's: a sandbox that waited longer than the wall limit still runs its program whole.
+TEST_F(GvisorPoolTest, TheRunsClocksStartAtTheHandOver) {
+  plan::Plan p = BasePlan();
+  p.limits.wall_time_ns = 2'000'000'000;
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  ASSERT_TRUE(sb->Healthy());
+  RunResult pooled = MustRunPooled(std::move(sb), p, {"/bin/sh", "-c", "sleep 1; echo done"});
+  EXPECT_EQ(pooled.limit, LimitHit::kNone) << pooled.limit_detail;
+  EXPECT_EQ(pooled.stdout_stream.data, "done\n");
+  EXPECT_GE(pooled.wall_ns, 1'000'000'000u);
+  RunResult cold = MustRun(p, {"/bin/true"});
+  RunResult pooled_true = MustRunPooled(MustPrepare(p), p, {"/bin/true"});
+  // The cold figure includes the Sentry's boot; the pooled one only the program's exec and exit.
+  EXPECT_LT(pooled_true.cpu_ns, cold.cpu_ns);
+}
+
+TEST_F(GvisorPoolTest, ASandboxRunsOnlyThePlanItWasMadeFrom) {
+  plan::Plan p = BasePlan();
+  plan::Plan other = BasePlan();
+  other.limits.pids = p.limits.pids + 1;
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  RunRequest req;
+  req.run_id = NextRunId();
+  req.argv = {"/bin/true"};
+  auto r = driver_->RunPrepared(std::move(sb), other, req);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("another plan"));
+}
+
+// Destroyed unused (evicted, the service stopping): nothing is left (the fixture's leak check),
+// and nothing ran in it.
+TEST_F(GvisorPoolTest, AnUnusedSandboxIsDestroyedWhole) {
+  plan::Plan p = BasePlan();
+  auto a = MustPrepare(p);
+  auto b = MustPrepare(p);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  a.reset();
+  b.reset();
+}
+
+}  // namespace
+}  // namespace safex::drivers::testing
