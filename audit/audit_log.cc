@@ -13,6 +13,7 @@
 #include <ctime>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "audit/canonical.h"
@@ -328,8 +329,28 @@ std::string MarkerSays(const Marker& m) {
 // Steps `s` (events ordered by seq) and checks that they run expected, expected+1, ... and that
 // each hash chains from `prev`. true: intact, events/head_seq/head_hash filled; false: damaged,
 // *rep says where. `wanted` (may be null) gets the hash at each seq it holds.
+// The pooled sandbox an end event's run was handed (its evidence's "sandbox" field, written by
+// the runner: "pooled ID made ..."), or "" for a run that made its own.
+std::string PooledSandboxOf(const EventRow& row) {
+  if (row.text(kColKind) != "end") return "";
+  const std::string_view text = row.text(kColEnforcement);
+  if (text.find("\"pooled ") == std::string_view::npos) return "";
+  const nlohmann::json e = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!e.is_object() || !e.contains("fields") || !e["fields"].is_array()) return "";
+  for (const nlohmann::json& f : e["fields"]) {
+    if (!f.is_object() || f.value("name", "") != "sandbox") continue;
+    const std::string observed = f.value("observed", "");
+    if (!observed.starts_with("pooled ")) return "";
+    return observed.substr(7, observed.find(' ', 7) - 7);
+  }
+  return "";
+}
+
+// Scans the chain from `expected` on. `sandboxes` (a full check): each pooled sandbox id seen so
+// far with the run it served; a second run in one sandbox is a problem (a sandbox serves one run).
 Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
-                       std::map<uint64_t, std::string>* wanted, VerifyReport* rep) {
+                       std::map<uint64_t, std::string>* wanted, VerifyReport* rep,
+                       std::map<std::string, std::string>* sandboxes = nullptr) {
   const int64_t first = expected;
   auto bad = [rep](int64_t seq, std::string problem) {
     *rep = Fail(*rep, seq, std::move(problem));
@@ -369,6 +390,16 @@ Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
                           "inserted or reordered");
     }
     prev = h;
+    if (sandboxes != nullptr) {
+      const std::string sandbox = PooledSandboxOf(*row);
+      const std::string run(row->text(kColRunId));
+      if (!sandbox.empty() && !sandboxes->emplace(sandbox, run).second) {
+        s.Reset();
+        return bad(seq, "event " + std::to_string(seq) + " (run " + run + "): pooled sandbox " +
+                            sandbox + " already served run " + (*sandboxes)[sandbox] +
+                            ": a pooled sandbox serves exactly one run");
+      }
+    }
     if (wanted != nullptr) {
       auto w = wanted->find(static_cast<uint64_t>(seq));
       if (w != wanted->end()) w->second = row->hash;
@@ -426,7 +457,8 @@ Result<VerifyReport> FullCheck(sqlite3* db, const std::string& log_id,
   const Sha256Digest genesis = GenesisHash(log_id);
   if (wanted.count(0)) wanted[0] = ToHex(genesis);
   SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "")));
-  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep));
+  std::map<std::string, std::string> sandboxes;
+  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep, &sandboxes));
   if (!intact) return rep;
   SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
 

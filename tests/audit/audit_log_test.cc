@@ -304,6 +304,39 @@ TEST(AuditLogTest, EnforcementViewsListEachFieldAndTheGaps) {
   EXPECT_EQ(RawQuery(db, "SELECT verdict FROM runs WHERE run_id = 'refused'"), "refused");
 }
 
+// A warm pool's sandbox serves one run (supervisor/serve/sandbox_pool.h): the runner records
+// which sandbox a run was handed in its evidence, and a second run naming the same one fails
+// verification at that run's end.
+TEST(AuditLogTest, VerifyFailsWhenOnePooledSandboxServedTwoRuns) {
+  TempDir dir;
+  auto log = OpenOrDie(dir.File("audit.db"), testing::TestOptions(dir));
+  ASSERT_TRUE(log);
+  auto pooled = [](const std::string& sandbox) {
+    return R"({"fields":[{"name":"sandbox","state":"observed","observed":"pooled )" + sandbox +
+           R"( made 1 ns idle 5 ms","source":"safex serve: warm pool"}]})";
+  };
+  for (const char* run : {"first", "second", "cold"}) {
+    ASSERT_TRUE(log->RecordStart(SampleStart(run)).ok());
+    RunEnd end = SampleEnd(run);
+    if (std::string(run) != "cold") end.enforcement = pooled(std::string("sbx-") + run);
+    ASSERT_TRUE(log->RecordEnd(end).ok());
+  }
+  auto clean = log->Verify();
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_TRUE(clean->ok) << clean->problem;
+  ASSERT_TRUE(log->RecordStart(SampleStart("again")).ok());
+  RunEnd again = SampleEnd("again");
+  again.enforcement = pooled("sbx-first");
+  ASSERT_TRUE(log->RecordEnd(again).ok());
+  auto reused = log->Verify();
+  ASSERT_TRUE(reused.ok()) << reused.status().ToString();
+  EXPECT_FALSE(reused->ok);
+  EXPECT_EQ(reused->first_bad_seq, 8);
+  EXPECT_NE(reused->problem.find("pooled sandbox sbx-first already served run first"),
+            std::string::npos)
+      << reused->problem;
+}
+
 TEST(AuditLogTest, ReadOnlyOpenCannotWriteAndMissingFileIsNotFound) {
   TempDir dir;
   const std::string db = dir.File("audit.db");

@@ -1,0 +1,144 @@
+// The warm pool through the service (supervisor/serve/sandbox_pool.h): pooled runs are fresh,
+// each pooled sandbox serves one run (the audit log says which, and verifies), a changed policy
+// retires the sandboxes of its old plan, the pool shows on /metrics, and nothing is left after a
+// stop or after the daemon is killed and restarted.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "tests/serve/serve_fixture.h"
+#include "tests/serve/serve_harness.h"
+#include "tests/support/leak_check.h"
+#include "tests/support/test_support.h"
+
+namespace safex {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::ProcessOutput;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kPool[] = "    pool \"python-untrusted\" { size = 2 }\n";
+
+class ServePoolTest : public testing::ServeFixture {
+ protected:
+  // A value of GET /metrics (-1 when absent).
+  int64_t Metric(const std::string& name) {
+    auto r = h_.Call("GET", "/metrics");
+    if (!r.ok()) return -1;
+    const std::string& body = r->body;
+    size_t at = body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1;
+    return std::stoll(body.substr(at + name.size() + 2));
+  }
+  bool WaitMetric(const std::string& name, int64_t at_least) {
+    const auto until = Clock::now() + std::chrono::seconds(90);
+    while (Clock::now() < until) {
+      if (Metric(name) >= at_least) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+  json SubmitJson(const std::vector<std::string>& argv) {
+    ProcessOutput r = h_.Submit("python-untrusted", argv, {"--json"});
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j;
+  }
+};
+
+TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = kPool}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+
+  json first = SubmitJson({"/bin/sh", "-c", "echo secret > /tmp/marker; cat /tmp/marker"});
+  EXPECT_EQ(first["verdict"], "ok") << first.dump();
+  EXPECT_EQ(first["stdout"]["text"], "secret\n");
+  ASSERT_TRUE(first.contains("sandbox")) << first.dump();
+  EXPECT_EQ(first["sandbox"]["pooled"], true);
+  const std::string first_sandbox = first["sandbox"]["id"];
+  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  json second = SubmitJson({"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
+  EXPECT_EQ(second["stdout"]["text"], "absent\n") << second.dump();
+  ASSERT_TRUE(second.contains("sandbox")) << second.dump();
+  EXPECT_NE(second["sandbox"]["id"], first_sandbox);
+  EXPECT_GE(Metric("safex_pool_hits_total"), 2);
+  EXPECT_GE(Metric("safex_pool_refills_total"), 3);
+
+  // Each run's end event names its sandbox, and the log verifies (one run per sandbox).
+  auto log = h_.OpenAudit();
+  ASSERT_NE(log, nullptr);
+  int named = 0;
+  ASSERT_TRUE(log->ForEachEvent([&](const audit::EventRow& e) {
+                   if (e.text(audit::kColKind) == "end" &&
+                       e.text(audit::kColEnforcement).find("pooled " + first_sandbox) !=
+                           std::string_view::npos) {
+                     ++named;
+                   }
+                   return Status::Ok();
+                 })
+                  .ok());
+  EXPECT_EQ(named, 1);
+  auto verified = log->Verify();
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok) << verified->problem;
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();  // the waiting sandboxes went with the service
+}
+
+// A policy edited while sandboxes wait: none made from the old plan is handed out.
+TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = kPool}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  json old_plan = SubmitJson({"/bin/true"});
+  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
+  {
+    std::ifstream in(policy);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("wall_time = 10s");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 15, "wall_time = 9s");
+    std::ofstream(policy, std::ios::trunc) << text;
+  }
+  json changed = SubmitJson({"/bin/echo", "new"});
+  EXPECT_EQ(changed["verdict"], "ok") << changed.dump();
+  EXPECT_NE(changed["plan_digest"], old_plan["plan_digest"]);
+  // Whether it found a new sandbox ready or made its own, it ran under the new plan; the old
+  // plan's sandboxes are evicted.
+  EXPECT_TRUE(WaitMetric("safex_pool_evictions_total", 1)) << h_.log();
+  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  json pooled = SubmitJson({"/bin/echo", "pooled"});
+  EXPECT_EQ(pooled["plan_digest"], changed["plan_digest"]);
+  EXPECT_TRUE(pooled.contains("sandbox")) << pooled.dump();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+}
+
+// Killed with sandboxes waiting: the next start removes them (they never ran anything, so no
+// run is closed as interrupted for them).
+TEST_F(ServePoolTest, WaitingSandboxesOfAKilledServiceAreRemovedAtTheNextStart) {
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = kPool}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  h_.Kill();
+  ASSERT_EQ(h_.Start(), "");  // no pool this time: whatever is left is the killed one's
+  EXPECT_EQ(h_.HealthNumber("recovered_runs"), 0);
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+}
+
+}  // namespace
+}  // namespace safex
