@@ -79,6 +79,24 @@ TEST(ServiceConfigTest, EverySetting) {
   EXPECT_EQ(s.allow[1].policy, "*");
 }
 
+TEST(ServiceConfigTest, Pools) {
+  compiler::HostConfig h = ParseOk(R"(host {
+    service {
+      pool "python-untrusted" { size = 4  max_idle = 10m }
+      pool "base-untrusted" { size = 1 }
+      pool_memory = 2GiB
+    }
+  })");
+  const auto& s = h.service;
+  ASSERT_EQ(s.pools.size(), 2u);
+  EXPECT_EQ(s.pools[0].policy, "python-untrusted");
+  EXPECT_EQ(s.pools[0].size, 4u);
+  EXPECT_EQ(s.pools[0].max_idle_ns, 600'000'000'000u);
+  EXPECT_EQ(s.pools[1].size, 1u);
+  EXPECT_EQ(s.pool_memory_bytes, 2ull << 30);
+  EXPECT_TRUE(ParseOk("host { }").service.pools.empty());
+}
+
 TEST(ServiceConfigTest, Errors) {
   const char* bad[] = {
       R"(host { service { max_concurent = 2 } })",
@@ -93,6 +111,14 @@ TEST(ServiceConfigTest, Errors) {
       R"(host { service { allow "p" { people = ["a"] } } })",
       R"(host { service { allow { users = ["a"] } } })",
       R"(host { service { drain_timeout = 2h } })",
+      R"(host { service { pool "*" { size = 1 } } })",
+      R"(host { service { pool "p" { } } })",
+      R"(host { service { pool "p" { size = 0 } } })",
+      R"(host { service { pool "p" { size = 65 } } })",
+      R"(host { service { pool "p" { size = 1  max_idle = 0s } } })",
+      R"(host { service { pool "p" { size = 1  sise = 2 } } })",
+      R"(host { service { pool "p" { size = 1 } pool "p" { size = 2 } } })",
+      R"(host { service { pool_memory = 2TiB } })",
   };
   for (const char* b : bad) EXPECT_FALSE(ParseErrors(b).empty()) << b;
 }
