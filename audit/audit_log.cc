@@ -347,7 +347,7 @@ std::string PooledSandboxOf(const EventRow& row) {
 }
 
 // Scans the chain from `expected` on. `sandboxes` (a full check): each pooled sandbox id seen so
-// far with the run it served; a second run in one sandbox is a problem (a sandbox serves one run).
+// far with how it ended (the run it served, or its eviction); a second ending is a problem.
 Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
                        std::map<uint64_t, std::string>* wanted, VerifyReport* rep,
                        std::map<std::string, std::string>* sandboxes = nullptr) {
@@ -391,12 +391,16 @@ Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
     }
     prev = h;
     if (sandboxes != nullptr) {
-      const std::string sandbox = PooledSandboxOf(*row);
-      const std::string run(row->text(kColRunId));
-      if (!sandbox.empty() && !sandboxes->emplace(sandbox, run).second) {
+      // A pooled sandbox ends once: it serves one run, or it is evicted unused.
+      const std::string id(row->text(kColRunId));
+      const bool evicted =
+          row->text(kColKind) == kKindSandbox && row->text(kColPurpose) == kSandboxEvicted;
+      const std::string sandbox = evicted ? id : PooledSandboxOf(*row);
+      const std::string ending = evicted ? "was evicted" : "served run " + id;
+      if (!sandbox.empty() && !sandboxes->emplace(sandbox, ending).second) {
         s.Reset();
-        return bad(seq, "event " + std::to_string(seq) + " (run " + run + "): pooled sandbox " +
-                            sandbox + " already served run " + (*sandboxes)[sandbox] +
+        return bad(seq, "event " + std::to_string(seq) + " (" + id + "): pooled sandbox " +
+                            sandbox + " " + ending + " but it already " + (*sandboxes)[sandbox] +
                             ": a pooled sandbox serves exactly one run");
       }
     }
@@ -763,8 +767,8 @@ Status AuditLog::MigrateToCurrentSchema(int64_t opened_version) {
     if (version == 1) {
       SAFEX_RETURN_IF_ERROR(Exec(db, internal::kMigrateV1ToV2Sql, "adding the version 2 columns"));
     }
-    SAFEX_RETURN_IF_ERROR(Exec(db, internal::MigrateV2ToV3Sql().c_str(),
-                               "rebuilding the events table for version 3"));
+    SAFEX_RETURN_IF_ERROR(Exec(db, internal::RebuildEventsSql().c_str(),
+                               "rebuilding the events table for the current version"));
     SAFEX_RETURN_IF_ERROR(Exec(db, internal::kCreateViewsSql, "recreating the views"));
     SAFEX_ASSIGN_OR_RETURN(Stmt ins,
                            Stmt::Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)"));
@@ -896,6 +900,7 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
   bool started = false;
   bool ended = false;
   bool any = false;
+  int sandbox_events = 0;
   SAFEX_RETURN_IF_ERROR(im.run_events.BindText(1, run_id));
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, im.run_events.Step());
@@ -904,9 +909,21 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
     std::string k = im.run_events.Text(0);
     started |= k == kKindStart;
     ended |= k == kKindEnd || k == kKindInterrupted;
+    sandbox_events += k == kKindSandbox;
   }
   if ((kind == kKindStart || kind == kKindRefusal) && any) {
     return Status::FailedPrecondition("run id " + run_id + " is already in the audit log");
+  }
+  // A sandbox's id is its own: made once on an unused id, then evicted at most once.
+  if (kind == kKindSandbox) {
+    const bool made = row.text(kColPurpose) == kSandboxMade;
+    if (made && any) {
+      return Status::FailedPrecondition("id " + run_id + " is already in the audit log");
+    }
+    if (!made && (sandbox_events != 1 || started)) {
+      return Status::FailedPrecondition("sandbox " + run_id +
+                                        " was not made, or was already evicted");
+    }
   }
   if (kind == kKindAccess && !any) {
     return Status::FailedPrecondition("run " + run_id + " is not in the audit log");
@@ -940,6 +957,12 @@ Status AuditLog::RecordAccess(const Access& access, EventRef* appended) {
   return Append(std::move(row), appended).With("audit log " + path_ + ": recording an access");
 }
 
+Status AuditLog::RecordSandbox(const SandboxEvent& event, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromSandbox(event, NowNs()));
+  return Append(std::move(row), appended)
+      .With("audit log " + path_ + ": recording a pooled sandbox");
+}
+
 Status AuditLog::RecordStart(const RunStart& start, EventRef* appended) {
   SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromStart(start, NowNs()));
   return Append(std::move(row), appended).With("audit log " + path_ + ": recording run start");
@@ -961,6 +984,20 @@ Status AuditLog::RecordInterrupted(const Interrupted& interrupted, EventRef* app
   SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromInterrupted(interrupted, NowNs()));
   return Append(std::move(row), appended)
       .With("audit log " + path_ + ": recording an interrupted run");
+}
+
+Result<std::vector<std::pair<std::string, int64_t>>> AuditLog::UnfinishedRunStarts() {
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT run_id, start_ns FROM runs WHERE state = 'running' "
+                            "ORDER BY start_seq"));
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    out.emplace_back(s.Text(0), s.Int(1));
+  }
+  return out;
 }
 
 Result<std::vector<std::string>> AuditLog::UnfinishedRuns() {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "audit/checkpoint.h"
@@ -166,9 +167,13 @@ class AuditLog {
   Status RecordInterrupted(const Interrupted& interrupted, EventRef* appended = nullptr);
   // FailedPrecondition when the log has no event of that run.
   Status RecordAccess(const Access& access, EventRef* appended = nullptr);
+  // A pooled sandbox made (its id new to the log) or evicted (made before, not yet evicted).
+  Status RecordSandbox(const SandboxEvent& event, EventRef* appended = nullptr);
 
   // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
   Result<std::vector<std::string>> UnfinishedRuns();
+  // The same with each run's start time (unix ns), oldest first.
+  Result<std::vector<std::pair<std::string, int64_t>>> UnfinishedRunStarts();
 
   // Newest first (by start time, then log order).
   Result<std::vector<RunSummary>> ListRuns(const RunFilter& filter);

@@ -210,4 +210,26 @@ Result<EventRow> RowFromAccess(const Access& r, int64_t now_ns) {
   return row;
 }
 
+Result<EventRow> RowFromSandbox(const SandboxEvent& r, int64_t now_ns) {
+  SAFEX_RETURN_IF_ERROR(CheckRunId(r.sandbox_id));
+  SAFEX_RETURN_IF_ERROR(CheckDigest(r.plan_digest, "plan digest"));
+  const bool made = r.what == SandboxEvent::What::kMade;
+  if (!made && r.reason.empty()) {
+    return Status::InvalidArgument("audit: a sandbox eviction needs a reason");
+  }
+  EventRow row;
+  row.values[kColKind] = std::string(kKindSandbox);
+  row.values[kColRunId] = r.sandbox_id;
+  SAFEX_ASSIGN_OR_RETURN(row.values[kColTimeNs], EventTime(r.time_ns, now_ns));
+  SetRequester(&row, r.requester);
+  row.values[kColPolicyName] = r.policy_name;
+  row.values[kColPlanDigest] = r.plan_digest;
+  row.values[kColBackend] = r.backend;
+  row.values[kColBackendMode] = r.backend_mode;
+  row.values[kColPurpose] = std::string(made ? kSandboxMade : kSandboxEvicted);
+  SetOptionalText(&row, kColReason, r.reason);
+  SetOptionalText(&row, kColEnforcement, r.enforcement);
+  return row;
+}
+
 }  // namespace safex::audit

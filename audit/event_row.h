@@ -68,7 +68,11 @@ inline constexpr std::string_view kKindStart = "start";
 inline constexpr std::string_view kKindEnd = "end";
 inline constexpr std::string_view kKindRefusal = "refusal";
 inline constexpr std::string_view kKindInterrupted = "interrupted";
-inline constexpr std::string_view kKindAccess = "access";  // schema version 3
+inline constexpr std::string_view kKindAccess = "access";    // schema version 3
+inline constexpr std::string_view kKindSandbox = "sandbox";  // schema version 4
+// The `purpose` column of a sandbox event: what happened to it.
+inline constexpr std::string_view kSandboxMade = "made";
+inline constexpr std::string_view kSandboxEvicted = "evicted";
 
 struct EventRow {
   std::array<SqlValue, kNumEventColumns> values;
@@ -89,6 +93,7 @@ Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns);
 Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns);
 Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns);
 Result<EventRow> RowFromAccess(const Access& r, int64_t now_ns);
+Result<EventRow> RowFromSandbox(const SandboxEvent& r, int64_t now_ns);
 
 // Run ids: the project's one rule (common/run_id.h).
 using ::safex::IsValidRunId;

@@ -110,6 +110,23 @@ struct Access {
   int64_t time_ns = 0;
 };
 
+// A sandbox of the service's warm pool (supervisor/serve/sandbox_pool.h) was made, or was
+// destroyed without serving a run. A sandbox that served a run has no eviction: the run's end
+// event names it (its evidence's `sandbox` field).
+struct SandboxEvent {
+  enum class What { kMade, kEvicted };
+  std::string sandbox_id;  // as a run id; one `made` per id, then at most one `evicted`
+  What what = What::kMade;
+  Requester requester;  // the service process
+  std::string policy_name;
+  std::string plan_digest;  // SHA-256 hex of the plan it was made from
+  std::string backend;
+  std::string backend_mode;
+  std::string enforcement;  // made: what it enforced, read back (as RunEnd::enforcement)
+  std::string reason;       // evicted: why (required), e.g. "idle longer than max_idle (10m)"
+  int64_t time_ns = 0;
+};
+
 // A run that started and never ended: the service's crash recovery closes it with this.
 struct Interrupted {
   std::string run_id;  // must name a started, unended run

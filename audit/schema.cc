@@ -19,7 +19,7 @@ CREATE TABLE meta (
 CREATE TABLE events (
   seq                  INTEGER PRIMARY KEY NOT NULL,
   kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted',
-                                              'access')),
+                                              'access', 'sandbox')),
   run_id               TEXT NOT NULL,
   time_ns              INTEGER NOT NULL,
   uid                  INTEGER,
@@ -196,6 +196,23 @@ SELECT run_id, time_ns,
   uid, gid, pid, reason AS what, seq
 FROM events WHERE kind = 'access';
 
+-- The warm pool's sandboxes (docs/operating.md), one row per sandbox made: its plan, what it
+-- enforced, when it was destroyed unused and why (NULL: it served a run, or it still waits), and
+-- the run it served (the run's evidence names it; NULL when none did).
+CREATE VIEW sandboxes AS
+SELECT m.run_id AS sandbox_id,
+  strftime('%Y-%m-%dT%H:%M:%S', m.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (m.time_ns / 1000000) % 1000) AS made_at,
+  m.time_ns AS made_ns, m.policy_name, m.plan_digest, m.backend, m.backend_mode,
+  m.enforcement,
+  e.time_ns AS evicted_ns, e.reason AS evicted_because,
+  (SELECT r.run_id FROM events AS r
+   WHERE r.kind = 'end' AND instr(r.enforcement, '"pooled ' || m.run_id || ' ') > 0) AS served_run,
+  m.seq
+FROM events AS m
+LEFT JOIN events AS e ON e.run_id = m.run_id AND e.kind = 'sandbox' AND e.purpose = 'evicted'
+WHERE m.kind = 'sandbox' AND m.purpose = 'made';
+
 -- One row per (run, destination the network layer refused).
 CREATE VIEW egress_denials AS
 SELECT r.run_id, r.started_at, r.start_ns, r.policy_name,
@@ -236,18 +253,20 @@ DROP VIEW IF EXISTS refusals;
 DROP VIEW IF EXISTS runs;
 )sql";
 
-// Version 2 -> 3: SQLite cannot widen a CHECK in place, so the events table is rebuilt: a new
-// table with the version 3 definition, every row copied column by column (values unchanged:
-// the hashes still verify), the old table and its triggers dropped, the new one renamed, its
-// indexes and append-only triggers made again. Run by the first writer inside its transaction.
-std::string MigrateV2ToV3Sql() {
-  // The version 3 table is the one kCreateSchemaSql makes (one definition, never two).
+// Version 2 or 3 -> current: SQLite cannot widen a CHECK in place, so the events table is
+// rebuilt: a new table with the current definition, every row copied column by column (values
+// unchanged: the hashes still verify), the old table and its triggers dropped, the new one
+// renamed, its indexes and append-only triggers made again. Run by the first writer inside its
+// transaction.
+std::string RebuildEventsSql() {
+  // The new table is the one kCreateSchemaSql makes (one definition, never two).
   const std::string schema = kCreateSchemaSql;
   const size_t begin = schema.find("CREATE TABLE events (");
   const size_t end = schema.find(") STRICT;", begin) + std::string(") STRICT;").size();
   std::string table = schema.substr(begin, end - begin);
-  table.replace(0, std::string("CREATE TABLE events").size(), "CREATE TABLE events_v3");
+  table.replace(0, std::string("CREATE TABLE events").size(), "CREATE TABLE events_new");
   return R"sql(
+DROP VIEW IF EXISTS sandboxes;
 DROP VIEW IF EXISTS accesses;
 DROP VIEW IF EXISTS egress_denials;
 DROP VIEW IF EXISTS enforcement_gaps;
@@ -260,7 +279,7 @@ DROP TRIGGER IF EXISTS events_no_update;
 DROP TRIGGER IF EXISTS events_no_delete;
 )sql" + table +
          R"sql(
-INSERT INTO events_v3 (seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
+INSERT INTO events_new (seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
   policy_source_digest, plan_digest, backend, backend_mode, argv, exit_code, signal, verdict,
   limits_fired, wall_ns, cpu_ns, peak_memory_bytes, stdout_bytes, stdout_sha256,
   stdout_truncated, stderr_bytes, stderr_sha256, stderr_truncated, validator_results,
@@ -272,7 +291,7 @@ SELECT seq, kind, run_id, time_ns, uid, gid, pid, policy_name,
   denied_egress, reason, hash, purpose, enforcement
 FROM events ORDER BY seq;
 DROP TABLE events;
-ALTER TABLE events_v3 RENAME TO events;
+ALTER TABLE events_new RENAME TO events;
 CREATE INDEX events_run_id ON events (run_id);
 CREATE INDEX events_time ON events (time_ns);
 CREATE UNIQUE INDEX events_one_start ON events (run_id) WHERE kind = 'start';

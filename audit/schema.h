@@ -13,9 +13,11 @@ inline constexpr int32_t kApplicationId = 0x53465841;
 // 2: events.purpose and events.enforcement (2026-12). Writers migrate a version 1 log in place
 // (kMigrateV1ToV2Sql); readers read version 1 logs as they are (the new columns read as NULL).
 // 3: the event kind `access` (who fetched what a run left) and the `accesses` view (2026-12).
-// Writers migrate by rebuilding the events table with the wider kind check (MigrateV2ToV3Sql():
+// Writers migrate by rebuilding the events table with the wider kind check (RebuildEventsSql():
 // every row copied as it is, so every hash still verifies); readers read older logs as they are.
-inline constexpr int32_t kSchemaVersion = 3;
+// 4: the event kind `sandbox` (the warm pool's sandboxes made and evicted) and the `sandboxes`
+// view (2026-12). Migrated the same way from version 2 or 3.
+inline constexpr int32_t kSchemaVersion = 4;
 inline constexpr int32_t kOldestReadableSchemaVersion = 1;
 
 // Creates tables, indexes and triggers. Run once, inside the creating transaction, followed by
@@ -25,9 +27,9 @@ extern const char* const kCreateSchemaSql;
 extern const char* const kCreateViewsSql;
 // Adds the version 2 columns and drops the views (recreate them with kCreateViewsSql).
 extern const char* const kMigrateV1ToV2Sql;
-// Rebuilds `events` (version 2 columns) with the version 3 kind check, its indexes and its
+// Rebuilds `events` (version 2 columns) with the current kind check, its indexes and its
 // append-only triggers; drops the views (recreate them with kCreateViewsSql).
-std::string MigrateV2ToV3Sql();
+std::string RebuildEventsSql();
 
 // The integrity marker: one row, updated in place, never part of the hash chain (a check only
 // reads it as a claim to test against the chain). It is outside the versioned schema so that

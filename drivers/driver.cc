@@ -32,6 +32,8 @@ Result<RunResult> Driver::RunPrepared(std::unique_ptr<PreparedSandbox> /*sandbox
   return Status::FailedPrecondition(std::string(name()) + ": this backend has no warm pool");
 }
 
+std::string Driver::SandboxGeneration(const plan::Plan& /*plan*/) { return ""; }
+
 Status CheckRunnable(const plan::Plan& plan, const RunRequest& req, plan::Backend backend,
                      bool has_network_provider) {
   const std::string name = plan::BackendName(backend);

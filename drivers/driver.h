@@ -121,6 +121,9 @@ class PreparedSandbox {
   // The digest of the plan it was made from (plan::PlanDigest); only that plan runs in it.
   const std::string& plan_digest() const { return plan_digest_; }
   int64_t created_ns() const { return created_ns_; }  // CLOCK_REALTIME when it became ready
+  // Driver::SandboxGeneration when it was made: a sandbox of another generation is retired.
+  const std::string& generation() const { return generation_; }
+  void set_generation(std::string g) { generation_ = std::move(g); }
   // What it enforced, read back before it was declared ready.
   const Enforcement& enforcement() const { return enforcement_; }
   // Keeps the waiting sandbox serviceable (drains what its runtime writes) and says whether it
@@ -137,6 +140,7 @@ class PreparedSandbox {
   std::string id_;
   std::string plan_digest_;
   int64_t created_ns_;
+  std::string generation_;
 };
 
 class Driver {
@@ -176,6 +180,11 @@ class Driver {
                                                            const PrepareRequest& request);
   virtual Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox,
                                         const plan::Plan& plan, const RunRequest& request);
+  // What a sandbox made from `plan` now depends on besides the plan: the runtime's binary and
+  // version, the identity of the host paths the plan binds. The pool retires a waiting sandbox
+  // whose generation is no longer the current one (a runsc upgrade, a replaced bind source).
+  // Cheap (a few stat calls). "" for backends without a pool.
+  virtual std::string SandboxGeneration(const plan::Plan& plan);
 
   // Crash recovery: removes what runs of owners that died left behind (sandbox processes,
   // cgroups, mounts, state directories), and leaves runs whose owner lock is held alone.

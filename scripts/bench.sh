@@ -27,8 +27,9 @@ declare -A cmd=(
   [native]="build/bench/native/native_bench $RUNS"
   [serve]="build/bench/serve/serve_bench $RUNS"
   [api]="build/bench/serve/api_bench 10"
+  [pool]="build/bench/serve/pool_bench $RUNS"
 )
-order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api)
+order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool)
 if (($#)); then order=("$@"); fi
 
 status=0

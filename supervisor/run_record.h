@@ -4,8 +4,11 @@
 // Before a run's start event is written, its owner (a `safex run` process or the daemon) creates
 // <records_dir>/<run-id>.run, a small JSON file, and holds an flock on it for the whole run; it
 // unlinks the file after the end event has committed. The file is created unnamed (O_TMPFILE),
-// locked, written, fsync'ed and then linked into place, so a record under its final name is always
-// complete and locked from its first instant, and no sweep can take it while it is made. A record
+// locked, written and then linked into place, so a record under its final name is always
+// complete and locked from its first instant, and no sweep can take it while it is made. It is
+// not synced to disk: it only has to outlive its owner process (a machine crash ends every
+// owner, and the next boot's first sweep closes the runs it left without a record: sweep.h,
+// CloseRunsFromEarlierBoots). A record
 // whose lock can be taken belongs to a process that died: its run (if the audit log shows it
 // started and never ended) is closed as interrupted, and the things it names (an input directory
 // the daemon made for it) are removed.

@@ -2,7 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <set>
 
@@ -33,10 +37,62 @@ Status RemoveIfPresent(const std::string& path, int* removed) {
   return Status::Ok();
 }
 
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
+
+// The machine's boot time (unix ns, /proc/stat btime); 0 when it cannot be read.
+int64_t BootTimeNs() {
+  std::istringstream stat(ReadSmallFile("/proc/stat"));
+  std::string key;
+  int64_t value = 0;
+  while (stat >> key) {
+    if (key == "btime" && stat >> value) return value * 1'000'000'000;
+    stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
 }  // namespace
+
+// The records are not synced to disk (run_record.h): after a machine crash a run may be started
+// in the log with no record. Every process of that boot is gone, so such a run is closed here:
+// once per boot (the boot id is kept beside the records, per log), an unfinished run that
+// started before this boot and has no record is interrupted. One with a record is the usual
+// path's. Cheap on every other call: two small reads.
+Status CloseRunsFromEarlierBoots(const SweepOptions& options, audit::AuditLog& log,
+                                 SweepReport* report) {
+  const std::string boot_id = ReadSmallFile("/proc/sys/kernel/random/boot_id");
+  const std::string marker = options.records_dir + "/.boot-swept-" + Basename(options.audit_db);
+  if (boot_id.empty() || ReadSmallFile(marker) == boot_id) return Status::Ok();
+  const int64_t boot_ns = BootTimeNs();
+  if (boot_ns <= 0) return Status::Ok();
+  SAFEX_ASSIGN_OR_RETURN(auto runs, log.UnfinishedRunStarts());
+  for (const auto& [run_id, start_ns] : runs) {
+    struct stat st {};
+    if (start_ns >= boot_ns) continue;  // this boot's: its owner may be alive
+    if (lstat((options.records_dir + "/" + run_id + ".run").c_str(), &st) == 0) continue;
+    audit::Interrupted ev;
+    ev.run_id = run_id;
+    ev.reason = "the machine restarted while this run went on (it started before the last boot)";
+    Status recorded = log.RecordInterrupted(ev);
+    // Another sweep may have closed it a moment ago.
+    if (!recorded.ok() && recorded.code() != Status::Code::kFailedPrecondition) return recorded;
+    if (recorded.ok()) report->interrupted.push_back(run_id);
+  }
+  // Not synced either: a lost marker only means this check runs again.
+  if (mkdir(options.records_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Errno("mkdir", options.records_dir, errno);
+  }
+  std::ofstream(marker, std::ios::trunc) << boot_id;
+  return Status::Ok();
+}
 
 Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepReport* report) {
   if (options.records_dir.empty()) return Status::Ok();
+  SAFEX_RETURN_IF_ERROR(CloseRunsFromEarlierBoots(options, log, report).With("sweep"));
   SAFEX_ASSIGN_OR_RETURN(std::vector<StaleRecord> stale, TakeStaleRecords(options.records_dir));
   if (stale.empty()) return Status::Ok();
 

@@ -47,7 +47,15 @@ struct SweepReport {
 };
 
 // Errors: something a dead owner left could not be removed or recorded (the record stays for the
-// next sweep). The report holds what was done either way.
+// next sweep). The report holds what was done either way. Before the records: once per boot,
+// the runs of earlier boots that have no record (CloseRunsFromEarlierBoots).
 Status SweepDeadRuns(const SweepOptions& options, audit::AuditLog& log, SweepReport* report);
+
+// Records are not synced (run_record.h), so a machine crash can leave a started run without
+// one. Once per boot (the boot id kept in <records_dir>/.boot-swept-<log file name>): every
+// unfinished run of the log that started before this boot and has no record is closed as
+// interrupted. Runs of this boot are never touched (their owners may be alive).
+Status CloseRunsFromEarlierBoots(const SweepOptions& options, audit::AuditLog& log,
+                                 SweepReport* report);
 
 }  // namespace safex::supervisor

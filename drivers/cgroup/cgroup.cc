@@ -448,6 +448,31 @@ Result<uint64_t> RunCgroup::PeakMemoryBytes() const {
   return v;
 }
 
+Result<std::string> RunCgroup::CpusetCpus() const {
+  const std::string dir = DirOf("cpuset");
+  if (!fs_->Exists(dir + "/cpuset.cpus")) {
+    return Status::FailedPrecondition("cgroup: no cpuset controller for " + rel_);
+  }
+  SAFEX_ASSIGN_OR_RETURN(std::string text, Read(dir, "cpuset.cpus"));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+Status RunCgroup::SetCpusetCpus(const std::string& list) {
+  const std::string file = DirOf("cpuset") + "/cpuset.cpus";
+  if (!fs_->Exists(file)) return Status::FailedPrecondition("cgroup: no cpuset controller");
+  if (int err = fs_->WriteFile(file, list); err != 0) return Status::Errno("write", file, err);
+  return Status::Ok();
+}
+
+Status RunCgroup::SetCpuPriority(bool low) {
+  const bool v2 = version_ == Version::kV2;
+  const std::string file = DirOf("cpu") + (v2 ? "/cpu.weight" : "/cpu.shares");
+  const char* value = v2 ? (low ? "1" : "100") : (low ? "2" : "1024");
+  if (int err = fs_->WriteFile(file, value); err != 0) return Status::Errno("write", file, err);
+  return Status::Ok();
+}
+
 Status RunCgroup::ResetPeakMemory() {
   if (version_ == Version::kV2) {
     return Status::FailedPrecondition("cgroup v2 has no reset of the memory high-water mark");

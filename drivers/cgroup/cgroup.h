@@ -139,6 +139,15 @@ class RunCgroup {
   Result<uint64_t> CpuUsageNs() const;
   // High-water mark of memory charged to the cgroup (v2 without memory.peak: current usage).
   Result<uint64_t> PeakMemoryBytes() const;
+  // The cgroup's share of contended CPU against its siblings (the other runs): low while a
+  // pooled sandbox boots and waits (v1 cpu.shares 2, v2 cpu.weight 1), so refills do not slow
+  // running sandboxes; normal (1024 / 100, the kernel's default) from its hand-over on.
+  Status SetCpuPriority(bool low);
+  // The CPUs of the cgroup's cpuset (cpuset.cpus, a list such as "0-3,6"), and setting them.
+  // Changing them also changes the CPU affinity of every task already in the cgroup. v2 without
+  // the cpuset controller in the run's cgroup: FailedPrecondition.
+  Result<std::string> CpusetCpus() const;
+  Status SetCpusetCpus(const std::string& list);
   // Starts the high-water mark again from the current usage (a pooled sandbox's hand-over: the
   // peak is then the run's, not the boot's). v1: memory.max_usage_in_bytes is reset. v2 has no
   // global reset (a write to memory.peak resets it for that open file only): FailedPrecondition,

@@ -272,6 +272,8 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
 
 Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan& plan,
                                                                const PrepareRequest& preq) {
+  // Taken before the boot: a change during it makes the sandbox stale at once, never current.
+  const std::string generation = SandboxGeneration(plan);
   // The request a pooled sandbox is booted for: its id, no program yet, no input.
   RunRequest req;
   req.run_id = preq.sandbox_id;
@@ -299,10 +301,29 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   }
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
-  return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
+  auto sandbox = std::make_unique<gvisor::PooledSandbox>(
       preq.sandbox_id, plan::PlanDigest(plan),
       static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec, filter.has_value(),
-      std::move(s), std::move(io), std::move(boot.enforcement)));
+      std::move(s), std::move(io), std::move(boot.enforcement));
+  sandbox->set_generation(generation);
+  return std::unique_ptr<PreparedSandbox>(std::move(sandbox));
+}
+
+std::string GvisorDriver::SandboxGeneration(const plan::Plan& plan) {
+  auto identity = [](const std::string& path, bool with_size) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return path + " missing; ";
+    std::string id = path + " " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) +
+                     " " + std::to_string(st.st_mtim.tv_sec) + "." +
+                     std::to_string(st.st_mtim.tv_nsec);
+    if (with_size) id += " " + std::to_string(st.st_size);
+    return id + "; ";
+  };
+  std::string generation = identity(options_.runsc_path, true);
+  for (const plan::Mount& m : plan.mounts) {
+    if (m.kind == plan::MountKind::kBind) generation += identity(m.source, false);
+  }
+  return generation;
 }
 
 Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> prepared,

@@ -99,6 +99,10 @@ class GvisorDriver : public Driver {
                                                    const PrepareRequest& request) override;
   Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan,
                                 const RunRequest& request) override;
+  // runsc's file identity (device, inode, size, mtime) and each bind source's (device, inode,
+  // mtime): a replaced runsc or mount source changes it. A package upgrade that rewrites files
+  // deep below a bound directory without touching the directory itself does not.
+  std::string SandboxGeneration(const plan::Plan& plan) override;
 
   // Crash recovery (the daemon calls it at start): removes what the runs of a supervisor that
   // died left behind under state_root: runsc containers (delete --force), their cgroups (killing

@@ -52,6 +52,9 @@ struct RunState {
   // CPU the cgroup had used before the program was handed over (a pooled sandbox's boot and
   // idling): subtracted from every CPU figure of the run. 0 for a cold run.
   uint64_t cpu_baseline_ns = 0;
+  // The cgroup's cpuset before it was narrowed to the plan's CPUs (visible_cpus.h), put back
+  // before the program starts; "" when nothing was narrowed.
+  std::string cpuset_restore;
   std::unique_ptr<net::RunNetwork> net;
   Subprocess runsc;
   bool sandbox_stopped = false;

@@ -14,6 +14,7 @@
 #include "common/owner_lock.h"
 #include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/runsc_command.h"
+#include "drivers/gvisor/visible_cpus.h"
 #include "drivers/net/network_evidence.h"
 #include "drivers/rootfs.h"
 
@@ -107,7 +108,10 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   s.pids_backstop = cl.pids_max;
   s.cg_limits = cl;
   SAFEX_ASSIGN_OR_RETURN(s.cg, cgroups.CreateRun(c.options.cgroup_parent, c.req.run_id, cl));
-  return Status::Ok();
+  // A pooled sandbox boots and waits behind running sandboxes (HandOver restores its share).
+  if (c.pooled) SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/true));
+  // runsc shows the sandbox as many CPUs as the cpuset holds when it starts (visible_cpus.h).
+  return NarrowCpuset(s.cg, lim.cpus, &s.cpuset_restore);
 }
 
 void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e) {
@@ -142,7 +146,7 @@ std::string SentryPlatform(const cgroup::RunCgroup& cg) {
 
 }  // namespace
 
-LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const RunState& s,
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunState& s,
                             Enforcement* e) {
   // Everything arrives within the sandbox's start; the bound is for a launcher that never
   // reports (then nothing of the program ever ran).
@@ -175,6 +179,12 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const
              "host kernel: the command line of the sandbox process (runsc boot) in the run's "
              "cgroup");
   if (e->Differs()) {
+    io.go.write.Reset();
+    return LaunchOutcome::kRefused;
+  }
+  // The Sentry has counted its CPUs; the run may use all of them again, within its quota.
+  if (Status widened = WidenCpuset(s.cg, s.cpuset_restore); !widened.ok()) {
+    e->Compare("cpuset", s.cpuset_restore, "not restored", "host kernel: cpuset.cpus");
     io.go.write.Reset();
     return LaunchOutcome::kRefused;
   }
@@ -318,6 +328,7 @@ Status HandOver(const RunContext& c, RunIo& io, RunState& s) {
   if (msg.size() > 5 + 4 * 1024 * 1024) {
     return Status::InvalidArgument("argv is larger than a pooled sandbox's hand-over (4 MiB)");
   }
+  SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/false));
   SAFEX_ASSIGN_OR_RETURN(s.cpu_baseline_ns, s.cg.CpuUsageNs());
   // Where the kernel has no reset (v2), the peak keeps the boot's: a larger figure, never a
   // smaller one.

@@ -56,7 +56,8 @@ Status CreateRunDirectory(const RunContext& c, RunState& s);
 // 2. The host side of every plan mount: bind sources checked, the input (or an empty read-only
 //    stand-in), one size-capped tmpfs per output mount owned by the sandbox user.
 Status PrepareMountSources(const RunContext& c, RunState& s);
-// 3. The run's cgroup, pre-created with the limits: runsc joins it and owns nothing.
+// 3. The run's cgroup, pre-created with the limits: runsc joins it and owns nothing. Its cpuset
+//    holds the plan's `cpus` CPUs until the sandbox has counted them (visible_cpus.h).
 Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunState& s);
 // 4. No network, or the run's own namespace from the provider; the sandbox's /etc/hosts.
 Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
@@ -70,11 +71,13 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
 // 6. The program's stdout/stderr files, the pipes, and `runsc run` itself (runsc_command.h).
 Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
 // 6b. The launcher's report, read back before the program starts (with the run's cancel flag and
-//     a deadline), added to the evidence and compared; the go-ahead only when nothing differs.
+//     a deadline), added to the evidence and compared; the cgroup's cpuset widened again
+//     (visible_cpus.h); the go-ahead only when nothing differs.
 //     The platform comes from the host kernel meanwhile: the sandbox process's command line.
-LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, const RunState& s,
+LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunState& s,
                             Enforcement* e);
-// 6c. (pooled) The hand-over to a sandbox that waited: what it used so far becomes the baseline
+// 6c. (pooled) The hand-over to a sandbox that waited: its CPU share back to normal (it booted
+//     and waited at a low one, CreateCgroup), what it used so far becomes the baseline
 //     (the CPU of boot and idling is not the run's; the memory high-water mark starts again
 //     where the kernel can reset it), then the launcher gets the program's argv and whether
 //     stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).

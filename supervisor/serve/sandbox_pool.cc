@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -31,7 +32,11 @@ std::string RenderPoolMetrics(const PoolStats& s) {
   auto metric = [&out](const char* name, const char* type, const char* help, uint64_t v) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
   };
-  metric("safex_pool_ready", "gauge", "Pooled sandboxes waiting for a run.", s.ready);
+  out += "# HELP safex_pool_ready Pooled sandboxes waiting for a run, per pooled policy.\n"
+         "# TYPE safex_pool_ready gauge\n";
+  for (const auto& [policy, n] : s.ready_by_policy) {
+    out += fmt::format("safex_pool_ready{{policy=\"{}\"}} {}\n", policy, n);
+  }
   metric("safex_pool_booting", "gauge", "Pooled sandboxes being made.", s.booting);
   metric("safex_pool_hits_total", "counter", "Runs handed a pooled sandbox.", s.hits);
   metric("safex_pool_misses_total", "counter", "Runs of a pooled policy that found none ready.",
@@ -45,8 +50,12 @@ std::string RenderPoolMetrics(const PoolStats& s) {
 }
 
 SandboxPool::SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
-                         drivers::Backends* backends, PlanResolver resolve)
-    : backends_(backends), resolve_(std::move(resolve)), memory_budget_(memory_budget) {
+                         drivers::Backends* backends, PlanResolver resolve,
+                         SandboxRecorder record)
+    : backends_(backends),
+      resolve_(std::move(resolve)),
+      record_(std::move(record)),
+      memory_budget_(memory_budget) {
   for (compiler::PoolRule& r : rules) {
     const std::string name = r.policy;
     pools_[name].rule = std::move(r);
@@ -64,40 +73,72 @@ void SandboxPool::Stop() {
   stopping_.store(1);
   wake_.notify_all();
   if (filler_.joinable()) filler_.join();
-  std::vector<std::unique_ptr<drivers::PreparedSandbox>> gone;
+  std::vector<Eviction> gone;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& [name, pool] : pools_) {
-      for (auto& sb : pool.ready) gone.push_back(std::move(sb));
+      for (auto& sb : pool.ready) gone.push_back({std::move(sb), name, "the service stopped"});
       pool.ready.clear();
     }
-    stats_.evictions += gone.size();
   }
-  gone.clear();  // each destructor tears its sandbox down, outside the lock
+  Evict(std::move(gone));  // the filler has ended: this thread is the only writer now
+}
+
+void SandboxPool::Evict(std::vector<Eviction> gone) {
+  for (Eviction& e : gone) {
+    audit::SandboxEvent ev;
+    ev.sandbox_id = e.sandbox->id();
+    ev.what = audit::SandboxEvent::What::kEvicted;
+    ev.requester.pid = getpid();
+    ev.policy_name = e.policy;
+    ev.plan_digest = e.sandbox->plan_digest();
+    ev.reason = e.reason;
+    if (Status st = record_(ev); !st.ok()) {
+      ServeError(fmt::format("pool {}: the eviction of sandbox {} could not be recorded: {}",
+                             e.policy, ev.sandbox_id, st.message()));
+    }
+    e.sandbox.reset();  // torn down now, outside the lock
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  stats_.evictions += gone.size();
+}
+
+bool SandboxPool::RecordMade(const drivers::PreparedSandbox& sb,
+                             const supervisor::PreparedPlan& plan, const std::string& policy) {
+  audit::SandboxEvent ev;
+  ev.sandbox_id = sb.id();
+  ev.what = audit::SandboxEvent::What::kMade;
+  ev.requester.pid = getpid();
+  ev.policy_name = policy;
+  ev.plan_digest = sb.plan_digest();
+  ev.backend = plan::BackendName(plan.plan.backend);
+  ev.backend_mode = plan.plan.backend == plan::Backend::kGvisor ? plan.plan.gvisor.platform : "";
+  ev.enforcement = supervisor::EnforcementToJson(sb.enforcement()).dump();
+  if (Status st = record_(ev); !st.ok()) {
+    ServeError(fmt::format("pool {}: sandbox {} could not be recorded, so it is not used: {}",
+                           policy, sb.id(), st.message()));
+    return false;
+  }
+  return true;
 }
 
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& policy_name,
                                                             const std::string& plan_digest) {
   std::unique_ptr<drivers::PreparedSandbox> found;
-  std::vector<std::unique_ptr<drivers::PreparedSandbox>> stale;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = pools_.find(policy_name);
     if (it == pools_.end()) return nullptr;  // not a pooled policy: neither hit nor miss
     Pool& pool = it->second;
-    while (!pool.ready.empty() && !found) {
-      std::unique_ptr<drivers::PreparedSandbox> sb = std::move(pool.ready.front());
-      pool.ready.pop_front();
-      if (sb->plan_digest() == plan_digest) {
-        found = std::move(sb);
-      } else {
-        stale.push_back(std::move(sb));  // made from another plan (the policy changed since)
-      }
+    for (auto sb = pool.ready.begin(); sb != pool.ready.end(); ++sb) {
+      if ((*sb)->plan_digest() != plan_digest) continue;  // another plan: the filler's to evict
+      found = std::move(*sb);
+      pool.ready.erase(sb);
+      break;
     }
     ++(found ? stats_.hits : stats_.misses);
-    stats_.evictions += stale.size();
   }
-  wake_.notify_all();  // a pool just shrank: refill it
+  wake_.notify_all();  // a pool just shrank, or holds a stale sandbox: tend it
   return found;
 }
 
@@ -108,6 +149,7 @@ PoolStats SandboxPool::stats() const {
   s.booting = 0;
   for (const auto& [name, pool] : pools_) {
     s.ready += pool.ready.size();
+    s.ready_by_policy[name] = pool.ready.size();
     s.booting += pool.booting;
   }
   return s;
@@ -127,6 +169,12 @@ void SandboxPool::FillerLoop() {
 void SandboxPool::Tend() {
   for (auto& [name, unused] : pools_) {  // the set of pools never changes after construction
     auto plan = resolve_(name);
+    std::string generation;
+    if (plan.ok()) {
+      if (auto driver = backends_->Get((*plan)->plan.backend); driver.ok()) {
+        generation = (*driver)->SandboxGeneration((*plan)->plan);
+      }
+    }
     std::lock_guard<std::mutex> l(mu_);
     Pool& pool = pools_.at(name);
     const std::string digest = plan.ok() ? (*plan)->digest : "";
@@ -137,21 +185,19 @@ void SandboxPool::Tend() {
       pool.failures = 0;
     }
     pool.digest = digest;
+    pool.generation = generation;
     if (plan.ok()) {
       pool.memory_bytes = (*plan)->plan.limits.memory_bytes;
       plans_[name] = *plan;
     }
   }
-  std::vector<std::unique_ptr<drivers::PreparedSandbox>> gone;
+  std::vector<Eviction> gone;
   {
     std::lock_guard<std::mutex> l(mu_);
     const int64_t now = NowNs();
-    for (auto& [name, pool] : pools_) {
-      for (auto& sb : Expired(pool, now)) gone.push_back(std::move(sb));
-    }
-    stats_.evictions += gone.size();
+    for (auto& [name, pool] : pools_) Expired(pool, now, &gone);
   }
-  gone.clear();
+  Evict(std::move(gone));
   Pool* next = nullptr;
   std::shared_ptr<const supervisor::PreparedPlan> plan;
   {
@@ -164,20 +210,26 @@ void SandboxPool::Tend() {
   Boot(*next, std::move(plan));
 }
 
-std::vector<std::unique_ptr<drivers::PreparedSandbox>> SandboxPool::Expired(Pool& pool,
-                                                                            int64_t now_ns) {
-  std::vector<std::unique_ptr<drivers::PreparedSandbox>> gone;
+void SandboxPool::Expired(Pool& pool, int64_t now_ns, std::vector<Eviction>* out) {
   std::deque<std::unique_ptr<drivers::PreparedSandbox>> keep;
   for (auto& sb : pool.ready) {
-    const bool too_old = now_ns - sb->created_ns() > static_cast<int64_t>(pool.rule.max_idle_ns);
-    if (sb->plan_digest() != pool.digest || too_old || !sb->Healthy()) {
-      gone.push_back(std::move(sb));
-    } else {
+    std::string why;
+    if (sb->plan_digest() != pool.digest) {
+      why = "the policy's plan changed";
+    } else if (sb->generation() != pool.generation) {
+      why = "the runtime or a bound host path changed";
+    } else if (now_ns - sb->created_ns() > static_cast<int64_t>(pool.rule.max_idle_ns)) {
+      why = fmt::format("idle longer than max_idle ({} s)", pool.rule.max_idle_ns / 1'000'000'000);
+    } else if (!sb->Healthy()) {
+      why = "its runtime exited while it waited";
+    }
+    if (why.empty()) {
       keep.push_back(std::move(sb));
+    } else {
+      out->push_back({std::move(sb), pool.rule.policy, std::move(why)});
     }
   }
   pool.ready = std::move(keep);
-  return gone;
 }
 
 uint64_t SandboxPool::MemoryInUse() const {
@@ -219,10 +271,17 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
   } else {
     made = driver.status();
   }
-  std::unique_ptr<drivers::PreparedSandbox> late;  // made for a plan no longer wanted
+  // Recorded before it can be handed out; one that cannot be recorded is never pooled.
+  const bool recorded = made.ok() && RecordMade(**made, *plan, pool.rule.policy);
+  std::vector<Eviction> late;  // made for a plan no longer wanted
   {
     std::lock_guard<std::mutex> l(mu_);
     --pool.booting;
+    if (made.ok() && !recorded) {
+      ++stats_.failures;
+      pool.retry_after_ns = NowNs() + kFirstBackoffNs;
+      return;  // `made` is destroyed on the way out: nothing of it was ever handed out
+    }
     if (!made.ok()) {
       ++stats_.failures;
       const int64_t backoff =
@@ -236,13 +295,16 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
     }
     pool.failures = 0;
     ++stats_.refills;
-    if (stopping_.load() != 0 || (*made)->plan_digest() != pool.digest) {
-      late = std::move(made).value();
-      ++stats_.evictions;
+    if (stopping_.load() != 0 || (*made)->plan_digest() != pool.digest ||
+        (*made)->generation() != pool.generation) {
+      late.push_back({std::move(made).value(), pool.rule.policy,
+                      stopping_.load() != 0 ? "the service stopped"
+                                            : "made for a plan that is no longer current"});
     } else {
       pool.ready.push_back(std::move(made).value());
     }
   }
+  Evict(std::move(late));
 }
 
 }  // namespace safex::serve

@@ -7,8 +7,15 @@
 // One filler thread keeps every pool at its size: it resolves each pooled policy through the
 // policy store (a changed policy or host config gives a new plan digest: the sandboxes of the old
 // one are destroyed, never handed out), checks every waiting sandbox (Healthy: one whose runtime
-// died is destroyed), replaces those older than max_idle, and boots one sandbox at a time, never
-// on a request's path. Take (a worker, for a run) only pops a ready one.
+// died is destroyed, and so is one whose generation -- runsc's binary, the bound host paths,
+// Driver::SandboxGeneration -- changed), replaces those older than max_idle, and boots one
+// sandbox at a time, never on a request's path. Take (a worker, for a run) only pops a ready one.
+//
+// Audit: every sandbox made is a chained `sandbox` event (its plan, what it enforced) committed
+// before it can be handed out (one that cannot be recorded is destroyed, never pooled); every
+// one destroyed unused is an eviction event with the reason. One that served a run is named by
+// that run's evidence instead. Events are written by the filler thread only (and by Stop after
+// it ended), on the pool's own audit log connection.
 //
 // Budget: the memory limits of all pooled sandboxes, ready or booting, stay within
 // pool_memory; a pool that would pass it is kept smaller (logged once).
@@ -28,6 +35,7 @@
 
 #include "common/status.h"
 #include "compiler/host_config.h"
+#include "audit/records.h"
 #include "drivers/backends.h"
 #include "drivers/driver.h"
 #include "supervisor/runner.h"
@@ -37,8 +45,11 @@ namespace safex::serve {
 // The plan a pool is filled from now (the policy store's Get).
 using PlanResolver =
     std::function<Result<std::shared_ptr<const supervisor::PreparedPlan>>(const std::string&)>;
+// Commits one sandbox event to the audit log.
+using SandboxRecorder = std::function<Status(const audit::SandboxEvent&)>;
 
 struct PoolStats {
+  std::map<std::string, uint64_t> ready_by_policy;  // waiting, per pooled policy
   uint64_t ready = 0;      // waiting, across every pool
   uint64_t booting = 0;    // being made now
   uint64_t hits = 0;       // runs handed a pooled sandbox
@@ -49,20 +60,22 @@ struct PoolStats {
 };
 
 // The pool's counters in the Prometheus text format (appended to GET /metrics):
-// safex_pool_ready, safex_pool_booting, safex_pool_hits_total, safex_pool_misses_total,
+// safex_pool_ready{policy}, safex_pool_booting, safex_pool_hits_total, safex_pool_misses_total,
 // safex_pool_refills_total, safex_pool_evictions_total, safex_pool_boot_failures_total.
 std::string RenderPoolMetrics(const PoolStats& stats);
 
 class SandboxPool : public supervisor::SandboxSource {
  public:
   SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
-              drivers::Backends* backends, PlanResolver resolve);
+              drivers::Backends* backends, PlanResolver resolve, SandboxRecorder record);
   ~SandboxPool() override;  // Stop()
 
   void Start();  // the filler thread
   // Destroys every waiting sandbox and ends the filler (a boot in progress is cancelled).
   void Stop();
 
+  // A ready sandbox made from exactly that plan; those of another plan are skipped (the filler
+  // evicts them), never handed out.
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest) override;
 
@@ -72,6 +85,7 @@ class SandboxPool : public supervisor::SandboxSource {
   struct Pool {
     compiler::PoolRule rule;
     std::string digest;                       // the plan the pool is filled from ("" : none)
+    std::string generation;                   // Driver::SandboxGeneration of that plan, now
     uint64_t memory_bytes = 0;                // the plan's memory limit, per sandbox
     std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
     uint32_t booting = 0;
@@ -83,8 +97,19 @@ class SandboxPool : public supervisor::SandboxSource {
   void FillerLoop();
   // One pass: plans resolved, sandboxes checked and evicted, then at most one boot.
   void Tend();
+  // An unused sandbox on its way out, and why.
+  struct Eviction {
+    std::unique_ptr<drivers::PreparedSandbox> sandbox;
+    std::string policy;
+    std::string reason;
+  };
   // Unused sandboxes of `pool` that must go (wrong plan, too old, dead), taken out under mu_.
-  std::vector<std::unique_ptr<drivers::PreparedSandbox>> Expired(Pool& pool, int64_t now_ns);
+  void Expired(Pool& pool, int64_t now_ns, std::vector<Eviction>* out);
+  // Records each eviction and destroys the sandbox (outside mu_).
+  void Evict(std::vector<Eviction> gone);
+  // The made event of a new sandbox; false (and logged) when it could not be recorded.
+  bool RecordMade(const drivers::PreparedSandbox& sb, const supervisor::PreparedPlan& plan,
+                  const std::string& policy);
   // The pool that most needs a sandbox and may have one within the budget; nullptr: none.
   Pool* NextToFill();
   void Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPlan> plan);
@@ -92,6 +117,7 @@ class SandboxPool : public supervisor::SandboxSource {
 
   drivers::Backends* backends_;
   PlanResolver resolve_;
+  SandboxRecorder record_;
   const uint64_t memory_budget_;
   std::atomic<int> stopping_{0};
   mutable std::mutex mu_;

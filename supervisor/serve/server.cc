@@ -191,7 +191,9 @@ struct Server::Impl {
   std::optional<AccessControl> access;
   std::unique_ptr<drivers::Backends> backends;  // outlives runner (declared first)
   std::unique_ptr<PolicyStore> policies;
-  std::unique_ptr<SandboxPool> pool;  // uses backends and policies; outlives runner
+  // Uses backends, policies and pool_log; StopThreads stops it (its waiting sandboxes evicted and
+  // recorded) before any of them goes.
+  std::unique_ptr<SandboxPool> pool;
   std::unique_ptr<supervisor::Runner> runner;
   std::unique_ptr<RunTable> table;  // the runs API's runs (run_table.h)
   Metrics metrics;
@@ -199,6 +201,7 @@ struct Server::Impl {
   std::vector<std::unique_ptr<audit::AuditLog>> worker_logs;
   std::unique_ptr<audit::AuditLog> side_log;
   std::unique_ptr<audit::AuditLog> check_log;  // the integrity checker's own connection
+  std::unique_ptr<audit::AuditLog> pool_log;   // the warm pool's (its filler thread's) own
 
   // The audit log's integrity (set by the checker thread or a worker's incremental check; once
   // damaged, every run is refused until the service restarts over a log that verifies).
@@ -1851,6 +1854,9 @@ Status OpenAuditLog(Server::Impl& s) {
     auto checker = audit::AuditLog::Open(svc.audit_db, ao);
     if (!checker.ok()) return checker.status().With("audit log " + svc.audit_db);
     s.check_log = std::move(checker).value();
+    auto pool_log = audit::AuditLog::Open(svc.audit_db, ao);
+    if (!pool_log.ok()) return pool_log.status().With("audit log " + svc.audit_db);
+    s.pool_log = std::move(pool_log).value();
   }
   return Status::Ok();
 }
@@ -1897,10 +1903,12 @@ Status CreateRunner(Server::Impl& s) {
   // The warm pool fills from the same store a request resolves its policy through, so a pooled
   // sandbox is made from exactly the plan a request of that policy gets now.
   s.pool = std::make_unique<SandboxPool>(
-      svc.pools, svc.pool_memory_bytes, s.backends.get(), [&s](const std::string& name) {
+      svc.pools, svc.pool_memory_bytes, s.backends.get(),
+      [&s](const std::string& name) {
         supervisor::RunReport unused;
         return s.policies->Get(name, &unused);
-      });
+      },
+      [&s](const audit::SandboxEvent& e) { return s.pool_log->RecordSandbox(e); });
   options.sandboxes = s.pool.get();
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   RetentionLimits keep;

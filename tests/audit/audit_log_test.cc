@@ -332,9 +332,75 @@ TEST(AuditLogTest, VerifyFailsWhenOnePooledSandboxServedTwoRuns) {
   ASSERT_TRUE(reused.ok()) << reused.status().ToString();
   EXPECT_FALSE(reused->ok);
   EXPECT_EQ(reused->first_bad_seq, 8);
-  EXPECT_NE(reused->problem.find("pooled sandbox sbx-first already served run first"),
+  EXPECT_NE(reused->problem.find("pooled sandbox sbx-first served run again but it already "
+                                  "served run first"),
             std::string::npos)
       << reused->problem;
+}
+
+// The warm pool's own events: a sandbox made (once, on a new id) and evicted (at most once,
+// only if made), chained like every event; the sandboxes view joins them with the run a sandbox
+// served; a sandbox evicted and then named by a run fails verification.
+TEST(AuditLogTest, SandboxEventsAreChainedAndOrderedAndTheViewJoinsThem) {
+  TempDir dir;
+  const std::string db = dir.File("audit.db");
+  auto log = OpenOrDie(db, testing::TestOptions(dir));
+  ASSERT_TRUE(log);
+  const std::string digest(64, 'a');
+  auto made = [&](const std::string& id) {
+    SandboxEvent e;
+    e.sandbox_id = id;
+    e.policy_name = "python-untrusted";
+    e.plan_digest = digest;
+    e.backend = "gvisor";
+    e.backend_mode = "systrap";
+    e.enforcement = R"({"fields":[]})";
+    return e;
+  };
+  auto evicted = [&](const std::string& id, const std::string& why) {
+    SandboxEvent e = made(id);
+    e.what = SandboxEvent::What::kEvicted;
+    e.enforcement.clear();
+    e.reason = why;
+    return e;
+  };
+  ASSERT_TRUE(log->RecordSandbox(made("sbx-a")).ok());
+  ASSERT_TRUE(log->RecordSandbox(made("sbx-b")).ok());
+  EXPECT_EQ(log->RecordSandbox(made("sbx-a")).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(log->RecordSandbox(evicted("sbx-never", "x")).code(),
+            Status::Code::kFailedPrecondition);
+  EXPECT_EQ(log->RecordSandbox(evicted("sbx-a", "")).code(), Status::Code::kInvalidArgument);
+  ASSERT_TRUE(log->RecordSandbox(evicted("sbx-a", "idle longer than max_idle (600 s)")).ok());
+  EXPECT_EQ(log->RecordSandbox(evicted("sbx-a", "again")).code(),
+            Status::Code::kFailedPrecondition);
+  // A sandbox's id is not a run's.
+  EXPECT_EQ(log->RecordStart(SampleStart("sbx-b")).code(), Status::Code::kFailedPrecondition);
+  ASSERT_TRUE(log->RecordStart(SampleStart("served")).ok());
+  RunEnd end = SampleEnd("served");
+  end.enforcement =
+      R"({"fields":[{"name":"sandbox","state":"observed","observed":"pooled sbx-b made 1 ns )"
+      R"(idle 3 ms","source":"safex serve: warm pool"}]})";
+  ASSERT_TRUE(log->RecordEnd(end).ok());
+  EXPECT_EQ(RawQuery(db, "SELECT group_concat(row, char(10)) FROM (SELECT sandbox_id || ' ' || "
+                         "ifnull(evicted_because, '-') || ' ' || ifnull(served_run, '-') AS row "
+                         "FROM sandboxes ORDER BY sandbox_id)"),
+            "sbx-a idle longer than max_idle (600 s) -\nsbx-b - served");
+  auto ok = log->Verify();
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->ok) << ok->problem;
+  // A run handed a sandbox that had been evicted: the log does not verify.
+  ASSERT_TRUE(log->RecordStart(SampleStart("late")).ok());
+  RunEnd late = SampleEnd("late");
+  late.enforcement =
+      R"({"fields":[{"name":"sandbox","state":"observed","observed":"pooled sbx-a made 1 ns )"
+      R"(idle 3 ms","source":"safex serve: warm pool"}]})";
+  ASSERT_TRUE(log->RecordEnd(late).ok());
+  auto bad = log->Verify();
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(bad->ok);
+  EXPECT_NE(bad->problem.find("pooled sandbox sbx-a served run late but it already was evicted"),
+            std::string::npos)
+      << bad->problem;
 }
 
 TEST(AuditLogTest, ReadOnlyOpenCannotWriteAndMissingFileIsNotFound) {

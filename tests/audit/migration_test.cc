@@ -49,7 +49,7 @@ TEST_F(MigrationTest, TheFirstWriterMigratesAndTheChainStillVerifies) {
   {
     auto log = AuditLog::Open(path_, Writer());
     ASSERT_TRUE(log.ok()) << log.status().ToString();
-    EXPECT_EQ(UserVersion(), "3");
+    EXPECT_EQ(UserVersion(), "4");
     auto before = (*log)->Verify({});
     ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
     EXPECT_EQ(before->checkpoints, 1u);
@@ -87,8 +87,8 @@ TEST_F(MigrationTest, TheFirstWriterMigratesAndTheChainStillVerifies) {
 
 // A log of schema version 2 (tests/audit/testdata/v2-log.db: two runs written by the audit
 // library of commit f232180, then a signed checkpoint): the first writer rebuilds the events
-// table for version 3, every old event and the checkpoint still verify, and the new kind is
-// accepted; the append-only triggers are back.
+// table for the current version, every old event and the checkpoint still verify, and the new
+// kind is accepted; the append-only triggers are back.
 TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/audit.db";
@@ -98,7 +98,7 @@ TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
   o.key_path = dir.path() + "/audit.key";
   auto log = AuditLog::Open(path, o);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "3");
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "4");
   auto before = (*log)->Verify({});
   ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
   EXPECT_EQ(before->events, 4u);
@@ -116,6 +116,33 @@ TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
   EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs"), "2");
   EXPECT_NE(testing::RawSql(path, "DELETE FROM events WHERE seq = 1"), "");  // still append-only
   EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM events"), "5");
+}
+
+// A log of schema version 3 (tests/audit/testdata/v3-log.db: two runs written by the audit
+// library of commit 552843f, then a signed checkpoint): rebuilt for version 4 the same way; the
+// old events and the checkpoint verify, and sandbox events are accepted.
+TEST(MigrationV3Test, TheEventsTableIsRebuiltForSandboxEvents) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/audit.db";
+  std::filesystem::copy_file(std::string(SAFEX_AUDIT_TESTDATA) + "/v3-log.db", path);
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "3");
+  AuditOptions o;
+  o.key_path = dir.path() + "/audit.key";
+  auto log = AuditLog::Open(path, o);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "4");
+  SandboxEvent made;
+  made.sandbox_id = "sbx-after-migration";
+  made.plan_digest = std::string(64, 'b');
+  ASSERT_TRUE((*log)->RecordSandbox(made).ok());
+  ASSERT_TRUE((*log)->MakeCheckpoint().ok());
+  auto after = (*log)->Verify({});
+  ASSERT_TRUE(after.ok() && after->ok) << (after.ok() ? after->problem : "");
+  EXPECT_EQ(after->events, 5u);
+  EXPECT_EQ(after->checkpoints, 2u);
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM sandboxes"), "1");
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs"), "2");
+  EXPECT_NE(testing::RawSql(path, "DELETE FROM events WHERE seq = 1"), "");  // still append-only
 }
 
 }  // namespace

@@ -8,9 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "common/unique_fd.h"
 #include "drivers/run_dir.h"
@@ -421,6 +424,47 @@ TEST_F(GvisorTest, CpusQuotaCapsTheRate) {
   EXPECT_EQ(r.limit, LimitHit::kWallTime);
   double rate = static_cast<double>(r.cpu_ns) / static_cast<double>(r.wall_ns);
   EXPECT_LT(rate, 1.25) << "4 spinning processes used " << rate << " CPUs under a 1-CPU quota";
+}
+
+// The program sees the plan's CPUs, not the host's (drivers/gvisor/visible_cpus.h): thread
+// pools sized by the count match the quota. And the sandbox is not pinned to them: its threads
+// get every CPU back before the program starts (checked from the host while it runs).
+TEST_F(GvisorTest, TheVisibleCpuCountFollowsThePlan) {
+  const long host_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  plan::Plan p = BasePlan();
+  p.limits.cpus = 1;
+  RunResult r = MustRun(p, {"/bin/sh", "-c",
+                            "nproc; python3 -c 'import os; print(os.cpu_count(), "
+                            "len(os.sched_getaffinity(0)))'"});
+  EXPECT_EQ(r.stdout_stream.data, "1\n1 1\n") << r.stderr_stream.data;
+  if (host_cpus <= 1) return;
+  // Seen from the host while the program runs: every sandbox process may use every CPU.
+  RunRequest req;
+  req.run_id = NextRunId();
+  req.argv = {"/bin/sleep", "3"};
+  std::thread run([&] { EXPECT_TRUE(driver_->Run(p, req).ok()); });
+  const std::set<std::string> all = {"\t0-" + std::to_string(host_cpus - 1)};
+  std::set<std::string> allowed;  // the last non-empty view: the sleep runs for 3 s
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (allowed != all && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::set<std::string> now;
+    for (const char* dir : {"/sys/fs/cgroup/pids/safex/", "/sys/fs/cgroup/safex/"}) {
+      std::ifstream procs(dir + req.run_id + "/cgroup.procs");
+      for (pid_t pid; procs >> pid;) {
+        std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+        for (std::string line; std::getline(status, line);) {
+          if (line.starts_with("Cpus_allowed_list:")) now.insert(line.substr(18));
+        }
+      }
+    }
+    if (!now.empty()) allowed = now;
+  }
+  run.join();
+  EXPECT_EQ(allowed, all);
+  p.limits.cpus = static_cast<uint32_t>(host_cpus);
+  r = MustRun(p, {"/usr/bin/nproc"});
+  EXPECT_EQ(r.stdout_stream.data, std::to_string(host_cpus) + "\n");
 }
 
 TEST_F(GvisorTest, MemoryLimitKillsAndIsDetectedFromTheCgroup) {

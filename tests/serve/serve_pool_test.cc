@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@ using testing::ProcessOutput;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kPool[] = "    pool \"python-untrusted\" { size = 2 }\n";
+constexpr char kReady[] = "safex_pool_ready{policy=\"python-untrusted\"}";
 
 class ServePoolTest : public testing::ServeFixture {
  protected:
@@ -59,7 +61,7 @@ TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = kPool}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
-  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
 
   json first = SubmitJson({"/bin/sh", "-c", "echo secret > /tmp/marker; cat /tmp/marker"});
   EXPECT_EQ(first["verdict"], "ok") << first.dump();
@@ -67,7 +69,7 @@ TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
   ASSERT_TRUE(first.contains("sandbox")) << first.dump();
   EXPECT_EQ(first["sandbox"]["pooled"], true);
   const std::string first_sandbox = first["sandbox"]["id"];
-  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   json second = SubmitJson({"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
   EXPECT_EQ(second["stdout"]["text"], "absent\n") << second.dump();
   ASSERT_TRUE(second.contains("sandbox")) << second.dump();
@@ -92,8 +94,33 @@ TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
   auto verified = log->Verify();
   ASSERT_TRUE(verified.ok());
   EXPECT_TRUE(verified->ok) << verified->problem;
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();  // refilled: two wait when the service stops
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
   ExpectNoLeaks();  // the waiting sandboxes went with the service
+  // Every sandbox made is a chained event, and every one that served no run was evicted (at the
+  // stop at the latest) with its reason: made = evicted + the two that served the runs.
+  std::map<std::string, std::string> made;  // id -> how it ended
+  ASSERT_TRUE(log->ForEachEvent([&](const audit::EventRow& e) {
+                   if (e.text(audit::kColKind) != "sandbox") return Status::Ok();
+                   const std::string id(e.text(audit::kColRunId));
+                   if (e.text(audit::kColPurpose) == "made") {
+                     EXPECT_EQ(made.count(id), 0u) << id;
+                     EXPECT_NE(e.text(audit::kColEnforcement), "") << id;
+                     made[id] = "";
+                   } else {
+                     EXPECT_EQ(made.count(id), 1u) << id;
+                     made[id] = std::string(e.text(audit::kColReason));
+                   }
+                   return Status::Ok();
+                 })
+                  .ok());
+  EXPECT_GE(made.size(), 4u);
+  EXPECT_EQ(made[first_sandbox], "") << "served a run: no eviction";
+  EXPECT_EQ(made[second["sandbox"]["id"].get<std::string>()], "");
+  int stopped = 0;
+  for (const auto& [id, why] : made) stopped += why == "the service stopped";
+  EXPECT_EQ(stopped, 2) << "the two waiting at the stop";
+  EXPECT_TRUE(log->Verify()->ok);
 }
 
 // A policy edited while sandboxes wait: none made from the old plan is handed out.
@@ -101,7 +128,7 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = kPool}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
-  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   json old_plan = SubmitJson({"/bin/true"});
   const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
   {
@@ -118,7 +145,7 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
   // Whether it found a new sandbox ready or made its own, it ran under the new plan; the old
   // plan's sandboxes are evicted.
   EXPECT_TRUE(WaitMetric("safex_pool_evictions_total", 1)) << h_.log();
-  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   json pooled = SubmitJson({"/bin/echo", "pooled"});
   EXPECT_EQ(pooled["plan_digest"], changed["plan_digest"]);
   EXPECT_TRUE(pooled.contains("sandbox")) << pooled.dump();
@@ -132,7 +159,7 @@ TEST_F(ServePoolTest, WaitingSandboxesOfAKilledServiceAreRemovedAtTheNextStart) 
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = kPool}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
-  ASSERT_TRUE(WaitMetric("safex_pool_ready", 2)) << h_.log();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   h_.Kill();
   ASSERT_EQ(h_.Start(), "");  // no pool this time: whatever is left is the killed one's
   EXPECT_EQ(h_.HealthNumber("recovered_runs"), 0);

@@ -3,13 +3,18 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "audit/audit_log.h"
 #include "compiler/host_config.h"
 #include "supervisor/run_record.h"
+#include "supervisor/sweep.h"
 #include "supervisor/serve/access.h"
 #include "tests/support/temp_dir.h"
 
@@ -183,6 +188,51 @@ TEST(RunRecordTest, LiveRecordsAreLockedStaleOnesAreTaken) {
   ASSERT_TRUE(stale.ok());
   EXPECT_TRUE(stale->empty());
   EXPECT_FALSE(supervisor::RunRecord::Create(records, {"../x"}).ok());
+}
+
+// Records are not synced (run_record.h): after a machine crash, a started run may have no
+// record. The first sweep of a boot closes every unfinished run that started before the boot and
+// has no record; runs of this boot, and runs with a record (the usual path's), are left alone;
+// later sweeps of the same boot do not look again.
+TEST(SweepTest, RunsOfEarlierBootsWithoutARecordAreClosedOncePerBoot) {
+  testing::TempDir dir;
+  audit::AuditOptions ao;
+  ao.key_path = dir.Join("audit.key");
+  auto log = audit::AuditLog::Open(dir.Join("audit.db"), ao);
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  auto start = [&](const std::string& id, int64_t ns) {
+    audit::RunStart st;
+    st.run_id = id;
+    st.policy_name = "p";
+    st.backend = "gvisor";
+    st.argv = {"/bin/true"};
+    st.start_time_ns = ns;
+    ASSERT_TRUE((*log)->RecordStart(st).ok());
+  };
+  start("before-boot", 1'000'000'000);  // 1970: long before any boot
+  start("before-boot-recorded", 2'000'000'000);
+  start("this-boot", 0);  // now
+  supervisor::SweepOptions so;
+  so.records_dir = dir.Join("runs");
+  so.audit_db = dir.Join("audit.db");
+  std::filesystem::create_directories(so.records_dir);
+  std::ofstream(so.records_dir + "/before-boot-recorded.run") << "{}";
+  supervisor::SweepReport report;
+  ASSERT_TRUE(supervisor::CloseRunsFromEarlierBoots(so, **log, &report).ok());
+  EXPECT_EQ(report.interrupted, std::vector<std::string>{"before-boot"});
+  auto unfinished = (*log)->UnfinishedRuns();
+  ASSERT_TRUE(unfinished.ok());
+  EXPECT_EQ(*unfinished, (std::vector<std::string>{"before-boot-recorded", "this-boot"}));
+  // Once per boot: the marker holds this boot's id.
+  start("before-boot-2", 3'000'000'000);
+  supervisor::SweepReport again;
+  ASSERT_TRUE(supervisor::CloseRunsFromEarlierBoots(so, **log, &again).ok());
+  EXPECT_TRUE(again.interrupted.empty());
+  std::ifstream marker(so.records_dir + "/.boot-swept-audit.db");
+  std::string id((std::istreambuf_iterator<char>(marker)), std::istreambuf_iterator<char>());
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id((std::istreambuf_iterator<char>(boot)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(id, boot_id);
 }
 
 // Issue 12: recovery (as root) reads run records back strictly.

@@ -1,0 +1,204 @@
+// The warm pool (docs/operating.md) under measurement, policy python-untrusted on gVisor, side by
+// side in one run:
+//   1. time to first byte of `safex submit -- /bin/echo hi` (the client started, until the first
+//      byte of its stdout): against a daemon with a warm pool (waiting for a ready sandbox before
+//      each, so every run is a hit), against the same daemon with the pool empty-handed (a
+//      cold run through the service), and the anchor: a bare `runsc run` of an equivalent bundle
+//      (its whole wall time; /bin/echo's first byte comes within a millisecond of its exit).
+//      p50 and p99 of each, and the ratios of the p50s to the anchor.
+//   2. back to back: the same submits without waiting for the pool (hits and misses as they
+//      come, refills running meanwhile): p50, p99 and the hit rate.
+//   3. memory with a pool of 4 waiting: the daemon's resident memory, and each waiting sandbox's
+//      (its cgroup's memory usage: the Sentry, the gofer and the waiting launcher).
+//
+//   sudo build/bench/serve/pool_bench [runs]      (default 20)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/common/bench_util.h"
+#include "bench/gvisor/raw_runsc.h"
+#include "bench/serve/bench_daemon.h"
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
+#include "compiler/compiler.h"
+#include "supervisor/serve/client.h"
+
+namespace {
+
+using namespace safex;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPoolSize = 4;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// `safex submit ... -- /bin/echo hi`: ms from the spawn to the first byte on its stdout; an error
+// unless it printed "hi" and exited 0.
+Result<double> FirstByte(const std::string& socket, const std::string& policy) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  SpawnOptions so;
+  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy",
+             policy,             "--",     "/bin/echo", "hi"};
+  so.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
+  const auto t0 = Clock::now();
+  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
+  write_end.Reset();
+  char buf[64];
+  const ssize_t n = read(read_end.get(), buf, sizeof buf);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  if (n < 2 || std::string(buf, 2) != "hi" || !st || !st->exited || st->code != 0) {
+    return Status::Internal("safex submit failed");
+  }
+  return ms;
+}
+
+// A value of the daemon's GET /metrics (-1 when absent).
+int64_t Metric(const std::string& socket, const std::string& name) {
+  auto r = serve::HttpCall(socket, "GET", "/metrics", "");
+  if (!r.ok()) return -1;
+  const size_t at = r->body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(r->body.c_str() + at + name.size() + 2);
+}
+
+bool WaitReady(const std::string& socket, int64_t n) {
+  const auto until = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < until) {
+    if (Metric(socket, "safex_pool_ready{policy=\"python-untrusted\"}") >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Memory charged to each waiting sandbox's cgroup (v1 memory.usage_in_bytes or v2
+// memory.current under <root>/safex/sbx-*), in KiB.
+std::vector<long> SandboxMemoryKib() {
+  std::vector<long> out;
+  for (const char* root : {"/sys/fs/cgroup/memory/safex", "/sys/fs/cgroup/safex"}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      if (!e.path().filename().string().starts_with("sbx-")) continue;
+      for (const char* f : {"/memory.usage_in_bytes", "/memory.current"}) {
+        std::ifstream in(e.path().string() + f);
+        long bytes = -1;
+        if (in >> bytes) {
+          out.push_back(bytes / 1024);
+          break;
+        }
+      }
+    }
+    if (!out.empty()) break;
+  }
+  return out;
+}
+
+void Report(const char* what, const std::vector<double>& v, double anchor_p50) {
+  const double p50 = Percentile(v, 0.5);
+  std::printf("%-34s %9.1f %9.1f %8.2fx\n", what, p50, Percentile(v, 0.99),
+              anchor_p50 > 0 ? p50 / anchor_p50 : 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "pool_bench: needs root (safex serve, runsc)\n");
+    return 2;
+  }
+  const std::string policy_file =
+      std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/python-untrusted.policy";
+  compiler::CompileResult compiled = compiler::CompileFile(policy_file, {});
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "%s", compiler::RenderAll(compiled).c_str());
+    return 1;
+  }
+  // The bare bundle gets a plain directory where the driver makes an input snapshot or output
+  // tmpfs; everything else of the plan is the same.
+  plan::Plan plan = *compiled.plan;
+  const std::string scratch = "/var/tmp/safex-pool-bench-" + std::to_string(getpid());
+  std::filesystem::create_directories(scratch);
+  for (auto& m : plan.mounts) {
+    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
+      m.source = scratch;
+      m.kind = plan::MountKind::kBind;
+    }
+  }
+  bench::RawBundle bundle;
+  if (Status st = bundle.Make(plan, {"/bin/echo", "hi"}, "pool"); !st.ok()) {
+    std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  // python-untrusted is pooled; base-untrusted (the same daemon) is not: the cold run through the
+  // service. Its plan differs (python-untrusted extends it), the work (/bin/echo) is the same.
+  bench::BenchDaemon daemon("pool-bench", 4,
+                            "    pool \"python-untrusted\" { size = " +
+                                std::to_string(kPoolSize) + " }\n");
+  if (Status st = daemon.Start(); !st.ok()) {
+    std::fprintf(stderr, "daemon: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (!WaitReady(daemon.socket(), kPoolSize)) {
+    std::fprintf(stderr, "the pool never filled\n");
+    return 1;
+  }
+  const bench::Rss rss = bench::ReadRss(daemon.pid());
+  const std::vector<long> sandboxes = SandboxMemoryKib();
+
+  std::vector<double> raw, pooled, cold, back_to_back;
+  for (int i = 0; i < runs; ++i) {
+    auto r = bench::RawRun(bundle, i, false);
+    if (!WaitReady(daemon.socket(), 1)) return 1;
+    auto p = FirstByte(daemon.socket(), "python-untrusted");
+    auto c = FirstByte(daemon.socket(), "base-untrusted");
+    if (!r.ok() || !p.ok() || !c.ok()) {
+      std::fprintf(stderr, "a run failed: %s / %s / %s\n", r.status().ToString().c_str(),
+                   p.status().ToString().c_str(), c.status().ToString().c_str());
+      return 1;
+    }
+    raw.push_back(*r);
+    pooled.push_back(*p);
+    cold.push_back(*c);
+  }
+  if (!WaitReady(daemon.socket(), kPoolSize)) return 1;
+  const int64_t hits_before = Metric(daemon.socket(), "safex_pool_hits_total");
+  for (int i = 0; i < runs; ++i) {
+    auto p = FirstByte(daemon.socket(), "python-untrusted");
+    if (!p.ok()) return 1;
+    back_to_back.push_back(*p);
+  }
+  const int64_t hits = Metric(daemon.socket(), "safex_pool_hits_total") - hits_before;
+
+  const double anchor = Percentile(raw, 0.5);
+  std::printf("pool_bench: %d runs each, /bin/echo hi, time to first byte in ms\n", runs);
+  std::printf("%-34s %9s %9s %9s\n", "", "p50", "p99", "p50/raw");
+  Report("raw runsc run (anchor)", raw, anchor);
+  Report("safex submit, warm pool", pooled, anchor);
+  Report("safex submit, cold (no pool)", cold, anchor);
+  Report("safex submit, back to back", back_to_back, anchor);
+  std::printf("back to back: %lld of %d runs were pool hits\n", static_cast<long long>(hits), runs);
+  std::printf("memory with %d waiting: daemon RSS %ld KiB; per sandbox (cgroup) KiB:", kPoolSize,
+              rss.total);
+  for (long k : sandboxes) std::printf(" %ld", k);
+  std::printf("\n");
+  std::filesystem::remove_all(scratch);
+  return 0;
+}

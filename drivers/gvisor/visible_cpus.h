@@ -1,0 +1,32 @@
+// The CPUs a gVisor sandbox shows its program: as many as the plan's `cpus`, not the host's.
+//
+// runsc tells the Sentry how many CPUs to show (`runsc boot --cpu-num`) from the cpuset of the
+// container's cgroup when it starts the sandbox, and the Sentry shows that many for good:
+// `nproc`, sched_getaffinity, /sys/devices/system/cpu and os.cpu_count() inside all follow it
+// (runsc's --cpu-num-from-quota would never say fewer than 2, so it is not used). So the run's
+// cgroup gets `cpus` of the host's CPUs in its cpuset before runsc starts (a different slice for
+// each run, so that runs spread), and once the sandbox has started, before the program does,
+// the cpuset gets all of them back (which gives every thread already in the cgroup all of them
+// too): the CFS quota, not the cpuset, is what limits the run's CPU time (drivers/cgroup). Thread
+// pools sized by the CPU count then match the quota instead of over-subscribing it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "drivers/cgroup/cgroup.h"
+
+namespace safex::drivers::gvisor {
+
+// `cpus` CPUs of the cpuset list `all` ("0-3,6"), as a list; "" when `all` has no more than
+// that (nothing to narrow) or cannot be read.
+std::string NarrowCpuList(const std::string& all, uint32_t cpus);
+
+// Narrows the run's cpuset to the plan's `cpus` (NarrowCpuList); `*restore` gets the list to put
+// back (WidenCpuset), "" when nothing was narrowed (no cpuset controller, or no more CPUs than
+// that).
+Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore);
+Status WidenCpuset(cgroup::RunCgroup& cg, const std::string& restore);
+
+}  // namespace safex::drivers::gvisor
