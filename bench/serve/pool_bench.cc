@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
   // The bare bundle gets a plain directory where the driver makes an input snapshot or output
   // tmpfs; everything else of the plan is the same.
   plan::Plan plan = *compiled.plan;
-  const std::string scratch = "/var/tmp/safex-pool-bench-" + std::to_string(getpid());
+  // (Not /var/tmp/safex-pool-bench-PID: that is the bench daemon's own directory.)
+  const std::string scratch = "/var/tmp/safex-pool-bench-raw-" + std::to_string(getpid());
   std::filesystem::create_directories(scratch);
   for (auto& m : plan.mounts) {
     if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
