@@ -153,11 +153,17 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
   const auto deadline = std::chrono::steady_clock::now() + c.options.launch_timeout;
   std::string bytes;
   Result<SandboxReport> report = Status::Unavailable("launcher report: nothing yet");
+  Status widened = Status::Ok();
+  const std::string narrowed = s.cpuset_restore;
   while (report.status().code() == Status::Code::kUnavailable &&
          std::chrono::steady_clock::now() < deadline &&
          (c.req.cancel == nullptr || c.req.cancel->load(std::memory_order_relaxed) == 0)) {
+    // The Sentry has counted its CPUs: the rest of the boot may use all of them again.
+    if (!s.cpuset_restore.empty() && SentryCountedCpus(s.cg)) {
+      widened = WidenCpuset(s.cg, &s.cpuset_restore);
+    }
     pollfd p{io.report.read.get(), POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
+    if (poll(&p, 1, s.cpuset_restore.empty() ? 50 : 2) <= 0) continue;
     char buf[16384];
     const ssize_t n = read(io.report.read.get(), buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -182,9 +188,11 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
     io.go.write.Reset();
     return LaunchOutcome::kRefused;
   }
-  // The Sentry has counted its CPUs; the run may use all of them again, within its quota.
-  if (Status widened = WidenCpuset(s.cg, s.cpuset_restore); !widened.ok()) {
-    e->Compare("cpuset", s.cpuset_restore, "not restored", "host kernel: cpuset.cpus");
+  // At the latest now: the run may use all CPUs again, within its quota (visible_cpus.h).
+  if (widened.ok()) widened = WidenCpuset(s.cg, &s.cpuset_restore);
+  if (!widened.ok()) {
+    e->Compare("cpuset", narrowed, "not restored: " + widened.message(),
+               "host kernel: cpuset.cpus");
     io.go.write.Reset();
     return LaunchOutcome::kRefused;
   }

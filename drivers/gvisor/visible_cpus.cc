@@ -45,6 +45,19 @@ std::string NarrowCpuList(const std::string& all, uint32_t cpus) {
   return list;
 }
 
+bool SentryCountedCpus(const cgroup::RunCgroup& cg) {
+  for (const std::vector<std::string>& args : cg.MemberCommandLines()) {
+    bool boot = false;
+    bool counted = false;
+    for (const std::string& a : args) {
+      boot = boot || a == "boot";
+      counted = counted || a == "--cpu-num" || a.starts_with("--cpu-num=");
+    }
+    if (boot && counted) return true;
+  }
+  return false;
+}
+
 Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore) {
   restore->clear();
   auto all = cg.CpusetCpus();
@@ -56,9 +69,11 @@ Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore) 
   return Status::Ok();
 }
 
-Status WidenCpuset(cgroup::RunCgroup& cg, const std::string& restore) {
-  if (restore.empty()) return Status::Ok();
-  return cg.SetCpusetCpus(restore);
+Status WidenCpuset(cgroup::RunCgroup& cg, std::string* restore) {
+  if (restore->empty()) return Status::Ok();
+  SAFEX_RETURN_IF_ERROR(cg.SetCpusetCpus(*restore));
+  restore->clear();
+  return Status::Ok();
 }
 
 }  // namespace safex::drivers::gvisor

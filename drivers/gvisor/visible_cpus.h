@@ -5,14 +5,17 @@
 // `nproc`, sched_getaffinity, /sys/devices/system/cpu and os.cpu_count() inside all follow it
 // (runsc's --cpu-num-from-quota would never say fewer than 2, so it is not used). So the run's
 // cgroup gets `cpus` of the host's CPUs in its cpuset before runsc starts (a different slice for
-// each run, so that runs spread), and once the sandbox has started, before the program does,
-// the cpuset gets all of them back (which gives every thread already in the cgroup all of them
-// too): the CFS quota, not the cpuset, is what limits the run's CPU time (drivers/cgroup). Thread
-// pools sized by the CPU count then match the quota instead of over-subscribing it.
+// each run, so that runs spread), and as soon as runsc has started the Sentry with its count
+// (SentryCountedCpus; at the latest before the program starts), the cpuset gets all of them back
+// (which gives every thread already in the cgroup all of them too): the CFS quota, not the
+// cpuset, is what limits the run's CPU time (drivers/cgroup). Thread pools sized by the CPU count
+// then match the quota instead of over-subscribing it. (Widening only once the launcher reported
+// cost 40 ms of every cold start under `cpus = 1` on 2 CPUs: the boot ran on one.)
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "drivers/cgroup/cgroup.h"
@@ -23,10 +26,16 @@ namespace safex::drivers::gvisor {
 // that (nothing to narrow) or cannot be read.
 std::string NarrowCpuList(const std::string& all, uint32_t cpus);
 
+// Whether runsc has started the Sentry with its CPU count (a process of the cgroup runs `boot`
+// with `--cpu-num`): from then on the cpuset can be widened without changing what the sandbox
+// shows, and the rest of the boot is not confined to the narrowed CPUs.
+bool SentryCountedCpus(const cgroup::RunCgroup& cg);
+
 // Narrows the run's cpuset to the plan's `cpus` (NarrowCpuList); `*restore` gets the list to put
 // back (WidenCpuset), "" when nothing was narrowed (no cpuset controller, or no more CPUs than
 // that).
 Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore);
-Status WidenCpuset(cgroup::RunCgroup& cg, const std::string& restore);
+// Puts `*restore` back (nothing when it is empty) and empties it.
+Status WidenCpuset(cgroup::RunCgroup& cg, std::string* restore);
 
 }  // namespace safex::drivers::gvisor
