@@ -10,12 +10,18 @@
 //      come, refills running meanwhile): p50, p99 and the hit rate.
 //   3. memory with a pool of 4 waiting: the daemon's resident memory, and each waiting sandbox's
 //      (its cgroup's memory usage: the Sentry, the gofer and the waiting launcher).
+//   4. sustained: for SECONDS at concurrency 1, 2 and 4, bare `runsc run`s against pooled
+//      `safex submit`s of /bin/true: runs per second, and the host's CPU time per run (all CPUs'
+//      busy time from /proc/stat over the period, divided by the runs): a pool moves the boot off
+//      the critical path, not off the CPU, so what safex adds per sandbox lifecycle is the
+//      difference of the two.
 //
-//   sudo build/bench/serve/pool_bench [runs]      (default 20)
+//   sudo build/bench/serve/pool_bench [runs [SECONDS]]      (default 20 and 20)
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +116,49 @@ std::vector<long> SandboxMemoryKib() {
   return out;
 }
 
+// All CPUs' busy time so far (user, nice, system, irq, softirq, steal; /proc/stat), in seconds.
+double HostBusySeconds() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct Sustained {
+  double runs_per_second = 0;
+  double cpu_ms_per_run = 0;
+};
+
+// `one(thread, i)` at `threads` at once for `seconds`: runs per second and host CPU per run.
+template <typename Fn>
+Sustained Sustain(int threads, double seconds, Fn one) {
+  std::atomic<int> runs{0}, failed{0};
+  const double busy0 = HostBusySeconds();
+  const auto t0 = Clock::now();
+  const auto until = t0 + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; Clock::now() < until; ++i) {
+        if (one(t, i).ok()) {
+          ++runs;
+        } else {
+          ++failed;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double busy = HostBusySeconds() - busy0;
+  if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
+  Sustained out;
+  out.runs_per_second = runs.load() / wall;
+  out.cpu_ms_per_run = runs.load() > 0 ? 1000.0 * busy / runs.load() : 0;
+  return out;
+}
+
 void Report(const char* what, const std::vector<double>& v, double anchor_p50) {
   const double p50 = Percentile(v, 0.5);
   std::printf("%-34s %9.1f %9.1f %8.2fx\n", what, p50, Percentile(v, 0.99),
@@ -120,6 +169,7 @@ void Report(const char* what, const std::vector<double>& v, double anchor_p50) {
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  const double seconds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
   if (geteuid() != 0) {
     std::fprintf(stderr, "pool_bench: needs root (safex serve, runsc)\n");
     return 2;
@@ -143,8 +193,12 @@ int main(int argc, char** argv) {
       m.kind = plan::MountKind::kBind;
     }
   }
-  bench::RawBundle bundle;
+  bench::RawBundle bundle, true_bundle;
   if (Status st = bundle.Make(plan, {"/bin/echo", "hi"}, "pool"); !st.ok()) {
+    std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (Status st = true_bundle.Make(plan, {"/bin/true"}, "pool-true"); !st.ok()) {
     std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
     return 1;
   }
@@ -200,6 +254,27 @@ int main(int argc, char** argv) {
               rss.total);
   for (long k : sandboxes) std::printf(" %ld", k);
   std::printf("\n");
+
+  std::printf("\nsustained, /bin/true, %.0f s per point: runs/s and host CPU ms per run\n",
+              seconds);
+  std::printf("%-12s %14s %14s %14s %14s\n", "concurrency", "raw runs/s", "pooled runs/s",
+              "raw CPU ms", "pooled CPU ms");
+  std::atomic<int> raw_ids{100000};
+  const std::string socket = daemon.socket();
+  for (int k : {1, 2, 4}) {
+    if (!WaitReady(socket, kPoolSize)) return 1;
+    const Sustained r = Sustain(k, seconds, [&](int, int) {
+      return bench::RawRun(true_bundle, raw_ids++, false);
+    });
+    if (!WaitReady(socket, kPoolSize)) return 1;
+    const Sustained p = Sustain(k, seconds, [&](int, int) -> Result<double> {
+      std::vector<std::string> a = {SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
+                                    "--policy",         "python-untrusted", "--",       "/bin/true"};
+      return bench::TimedRun(a);
+    });
+    std::printf("%-12d %14.2f %14.2f %14.1f %14.1f\n", k, r.runs_per_second, p.runs_per_second,
+                r.cpu_ms_per_run, p.cpu_ms_per_run);
+  }
   std::filesystem::remove_all(scratch);
   return 0;
 }

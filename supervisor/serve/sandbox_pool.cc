@@ -19,8 +19,10 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// How often the filler looks at the pools when nothing wakes it (idle ages, dead sandboxes).
+// How often the pools are tended when nothing wakes their threads (idle ages, dead sandboxes).
 constexpr auto kTendInterval = std::chrono::milliseconds(500);
+// How long a run waits for a sandbox of its plan that is booting when none is ready.
+constexpr auto kTakeWait = std::chrono::milliseconds(2000);
 // After a failed boot a pool waits this long, doubled per failure in a row up to kMaxBackoff.
 constexpr int64_t kFirstBackoffNs = 1'000'000'000;
 constexpr int64_t kMaxBackoffNs = 60'000'000'000;
@@ -66,13 +68,22 @@ SandboxPool::~SandboxPool() { Stop(); }
 
 void SandboxPool::Start() {
   if (pools_.empty()) return;
-  filler_ = std::thread([this] { FillerLoop(); });
+  threads_.emplace_back([this] { TendLoop(); });
+  // As many boots at once as there are CPUs (at most 4): they run at a low CPU share, so they
+  // take what running sandboxes leave, and a burst of runs is refilled in parallel.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long i = 0; i < std::clamp<long>(cpus, 1, 4); ++i) {
+    threads_.emplace_back([this] { BootLoop(); });
+  }
 }
 
 void SandboxPool::Stop() {
   stopping_.store(1);
   wake_.notify_all();
-  if (filler_.joinable()) filler_.join();
+  ready_cv_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
   std::vector<Eviction> gone;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -81,7 +92,7 @@ void SandboxPool::Stop() {
       pool.ready.clear();
     }
   }
-  Evict(std::move(gone));  // the filler has ended: this thread is the only writer now
+  Evict(std::move(gone));  // the pool's threads have ended
 }
 
 void SandboxPool::Evict(std::vector<Eviction> gone) {
@@ -93,7 +104,7 @@ void SandboxPool::Evict(std::vector<Eviction> gone) {
     ev.policy_name = e.policy;
     ev.plan_digest = e.sandbox->plan_digest();
     ev.reason = e.reason;
-    if (Status st = record_(ev); !st.ok()) {
+    if (Status st = Record(ev); !st.ok()) {
       ServeError(fmt::format("pool {}: the eviction of sandbox {} could not be recorded: {}",
                              e.policy, ev.sandbox_id, st.message()));
     }
@@ -101,6 +112,11 @@ void SandboxPool::Evict(std::vector<Eviction> gone) {
   }
   std::lock_guard<std::mutex> l(mu_);
   stats_.evictions += gone.size();
+}
+
+Status SandboxPool::Record(const audit::SandboxEvent& ev) {
+  std::lock_guard<std::mutex> l(record_mu_);  // one audit log connection, several threads
+  return record_(ev);
 }
 
 bool SandboxPool::RecordMade(const drivers::PreparedSandbox& sb,
@@ -114,7 +130,7 @@ bool SandboxPool::RecordMade(const drivers::PreparedSandbox& sb,
   ev.backend = plan::BackendName(plan.plan.backend);
   ev.backend_mode = plan.plan.backend == plan::Backend::kGvisor ? plan.plan.gvisor.platform : "";
   ev.enforcement = supervisor::EnforcementToJson(sb.enforcement()).dump();
-  if (Status st = record_(ev); !st.ok()) {
+  if (Status st = Record(ev); !st.ok()) {
     ServeError(fmt::format("pool {}: sandbox {} could not be recorded, so it is not used: {}",
                            policy, sb.id(), st.message()));
     return false;
@@ -126,20 +142,42 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
                                                             const std::string& plan_digest) {
   std::unique_ptr<drivers::PreparedSandbox> found;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    std::unique_lock<std::mutex> l(mu_);
     auto it = pools_.find(policy_name);
     if (it == pools_.end()) return nullptr;  // not a pooled policy: neither hit nor miss
     Pool& pool = it->second;
-    for (auto sb = pool.ready.begin(); sb != pool.ready.end(); ++sb) {
-      if ((*sb)->plan_digest() != plan_digest) continue;  // another plan: the filler's to evict
-      found = std::move(*sb);
-      pool.ready.erase(sb);
-      break;
+    const auto until = std::chrono::steady_clock::now() + kTakeWait;
+    // None ready, but one of this plan is booting or about to (the pool is below its size): it
+    // is ready sooner than a sandbox of the run's own would be (a whole boot), so the run waits
+    // for it, within kTakeWait.
+    while (!(found = PopReady(pool, plan_digest)) && RefillComing(pool) &&
+           pool.digest == plan_digest && stopping_.load() == 0) {
+      if (ready_cv_.wait_until(l, until) == std::cv_status::timeout) {
+        found = PopReady(pool, plan_digest);
+        break;
+      }
     }
     ++(found ? stats_.hits : stats_.misses);
   }
   wake_.notify_all();  // a pool just shrank, or holds a stale sandbox: tend it
   return found;
+}
+
+bool SandboxPool::RefillComing(const Pool& pool) const {
+  if (pool.booting > 0) return true;
+  return pool.ready.size() < pool.rule.size && NowNs() >= pool.retry_after_ns &&
+         MemoryInUse() + pool.memory_bytes <= memory_budget_;
+}
+
+std::unique_ptr<drivers::PreparedSandbox> SandboxPool::PopReady(Pool& pool,
+                                                                const std::string& digest) {
+  for (auto sb = pool.ready.begin(); sb != pool.ready.end(); ++sb) {
+    if ((*sb)->plan_digest() != digest) continue;  // another plan: the tending thread evicts it
+    std::unique_ptr<drivers::PreparedSandbox> found = std::move(*sb);
+    pool.ready.erase(sb);
+    return found;
+  }
+  return nullptr;
 }
 
 PoolStats SandboxPool::stats() const {
@@ -155,17 +193,37 @@ PoolStats SandboxPool::stats() const {
   return s;
 }
 
-void SandboxPool::FillerLoop() {
+void SandboxPool::TendLoop() {
   while (stopping_.load() == 0) {
     Tend();
+    wake_.notify_all();  // the plans may have changed: the boot threads look again
     std::unique_lock<std::mutex> l(mu_);
     if (stopping_.load() != 0) break;
-    if (NextToFill() == nullptr) wake_.wait_for(l, kTendInterval);
+    wake_.wait_for(l, kTendInterval);
+  }
+}
+
+void SandboxPool::BootLoop() {
+  for (;;) {
+    Pool* next = nullptr;
+    std::shared_ptr<const supervisor::PreparedPlan> plan;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      // Timed: a pool's backoff after a failed boot ends without anything waking us.
+      wake_.wait_for(l, kTendInterval,
+                     [this] { return stopping_.load() != 0 || NextToFill() != nullptr; });
+      if (stopping_.load() != 0) return;
+      next = NextToFill();
+      if (next == nullptr) continue;
+      ++next->booting;
+      plan = plans_[next->rule.policy];
+    }
+    Boot(*next, std::move(plan));
   }
 }
 
 // The order matters: the plans first (a changed policy must retire its sandboxes before any is
-// handed out again), then what must go, then one boot, so a pass never holds the lock long.
+// handed out again), then what must go; the boot threads fill what is missing.
 void SandboxPool::Tend() {
   for (auto& [name, unused] : pools_) {  // the set of pools never changes after construction
     auto plan = resolve_(name);
@@ -198,16 +256,6 @@ void SandboxPool::Tend() {
     for (auto& [name, pool] : pools_) Expired(pool, now, &gone);
   }
   Evict(std::move(gone));
-  Pool* next = nullptr;
-  std::shared_ptr<const supervisor::PreparedPlan> plan;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    next = NextToFill();
-    if (next == nullptr) return;
-    ++next->booting;
-    plan = plans_[next->rule.policy];
-  }
-  Boot(*next, std::move(plan));
 }
 
 void SandboxPool::Expired(Pool& pool, int64_t now_ns, std::vector<Eviction>* out) {
@@ -280,6 +328,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
     if (made.ok() && !recorded) {
       ++stats_.failures;
       pool.retry_after_ns = NowNs() + kFirstBackoffNs;
+      ready_cv_.notify_all();
       return;  // `made` is destroyed on the way out: nothing of it was ever handed out
     }
     if (!made.ok()) {
@@ -291,6 +340,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
         ServeWarn(fmt::format("pool {}: a sandbox could not be made: {}", pool.rule.policy,
                               made.status().message()));
       }
+      ready_cv_.notify_all();
       return;
     }
     pool.failures = 0;
@@ -304,6 +354,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
       pool.ready.push_back(std::move(made).value());
     }
   }
+  ready_cv_.notify_all();  // a run may be waiting for this boot (Take)
   Evict(std::move(late));
 }
 

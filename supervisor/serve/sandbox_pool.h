@@ -4,18 +4,19 @@
 // cloned: a pooled sandbox is made by the same steps as a cold run's, and until its hand-over
 // nothing of any request is in it.
 //
-// One filler thread keeps every pool at its size: it resolves each pooled policy through the
-// policy store (a changed policy or host config gives a new plan digest: the sandboxes of the old
-// one are destroyed, never handed out), checks every waiting sandbox (Healthy: one whose runtime
-// died is destroyed, and so is one whose generation -- runsc's binary, the bound host paths,
-// Driver::SandboxGeneration -- changed), replaces those older than max_idle, and boots one
-// sandbox at a time, never on a request's path. Take (a worker, for a run) only pops a ready one.
+// One tending thread resolves each pooled policy through the policy store every half second (a
+// changed policy or host config gives a new plan digest: the sandboxes of the old one are
+// destroyed, never handed out), checks every waiting sandbox (Healthy: one whose runtime died is
+// destroyed, and so is one whose generation -- runsc's binary, the bound host paths,
+// Driver::SandboxGeneration -- changed) and replaces those older than max_idle. Boot threads (as
+// many as CPUs, at most 4) make what is missing, never on a request's path. Take (a worker, for
+// a run) only pops a ready one.
 //
 // Audit: every sandbox made is a chained `sandbox` event (its plan, what it enforced) committed
 // before it can be handed out (one that cannot be recorded is destroyed, never pooled); every
 // one destroyed unused is an eviction event with the reason. One that served a run is named by
-// that run's evidence instead. Events are written by the filler thread only (and by Stop after
-// it ended), on the pool's own audit log connection.
+// that run's evidence instead. Events are written by the pool's threads one at a time (and by
+// Stop once they ended), on the pool's own audit log connection.
 //
 // Budget: the memory limits of all pooled sandboxes, ready or booting, stay within
 // pool_memory; a pool that would pass it is kept smaller (logged once).
@@ -70,12 +71,14 @@ class SandboxPool : public supervisor::SandboxSource {
               drivers::Backends* backends, PlanResolver resolve, SandboxRecorder record);
   ~SandboxPool() override;  // Stop()
 
-  void Start();  // the filler thread
-  // Destroys every waiting sandbox and ends the filler (a boot in progress is cancelled).
+  void Start();  // the tending thread and the boot threads
+  // Ends the pool's threads (a boot in progress is cancelled), then destroys every waiting
+  // sandbox.
   void Stop();
 
-  // A ready sandbox made from exactly that plan; those of another plan are skipped (the filler
-  // evicts them), never handed out.
+  // A ready sandbox made from exactly that plan; those of another plan are skipped (the tending
+  // thread evicts them), never handed out. When none is ready but one of that plan is booting,
+  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would.
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest) override;
 
@@ -94,9 +97,16 @@ class SandboxPool : public supervisor::SandboxSource {
     int64_t retry_after_ns = 0;  // no boot before this after a failure (backoff)
   };
 
-  void FillerLoop();
-  // One pass: plans resolved, sandboxes checked and evicted, then at most one boot.
+  // Whether a sandbox of `pool` is booting or will be as soon as a boot thread looks (below its
+  // size, not backing off, within the budget). REQUIRES mu_.
+  bool RefillComing(const Pool& pool) const;
+  // The first ready sandbox of `pool` made from `digest`, taken out. REQUIRES mu_.
+  std::unique_ptr<drivers::PreparedSandbox> PopReady(Pool& pool, const std::string& digest);
+  void TendLoop();
+  void BootLoop();
+  // One pass: plans resolved, sandboxes checked and evicted.
   void Tend();
+  Status Record(const audit::SandboxEvent& ev);  // record_, one call at a time
   // An unused sandbox on its way out, and why.
   struct Eviction {
     std::unique_ptr<drivers::PreparedSandbox> sandbox;
@@ -121,11 +131,13 @@ class SandboxPool : public supervisor::SandboxSource {
   const uint64_t memory_budget_;
   std::atomic<int> stopping_{0};
   mutable std::mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;      // the pool's threads: something to tend or to boot
+  std::condition_variable ready_cv_;  // Take: a boot ended
   std::map<std::string, Pool> pools_;  // by policy name; guarded by mu_
-  std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> plans_;  // filler only
+  std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> plans_;  // guarded by mu_
   PoolStats stats_;                                                               // guarded
-  std::thread filler_;
+  std::mutex record_mu_;
+  std::vector<std::thread> threads_;  // TendLoop, then the BootLoops
 };
 
 }  // namespace safex::serve

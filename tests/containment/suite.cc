@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "common/persistent_state.h"
 #include "common/sha256.h"
 #include "compiler/host_config.h"
+#include "supervisor/serve/client.h"
 #include "tests/net/net_world.h"
 #include "tests/support/leak_check.h"
 #include "tests/support/test_host_config.h"
@@ -430,6 +432,13 @@ std::string Suite::StartServe() {
   config += "    max_concurrent = " + std::to_string(std::max(1, o_.jobs)) + "\n";
   config += "    max_queue = 64\n";
   config += "    allow \"*\" { users = [0] }\n";
+  // The warm pool of the submit column (kColumns): the wrappers most cases run under.
+  for (const char* example : {"python-untrusted", "base-untrusted"}) {
+    const std::string name = fs::path(WrapperPolicy(example, "gvisor", "")).stem().string();
+    pooled_policies_.insert(name);
+    config += "    pool \"" + name + "\" { size = 2 }\n";
+  }
+  config += "    pool_memory = 64GiB\n";
   config += "  }\n  network {\n    pool = \"198.18.131.128/26\"\n    uplink = \"" +
             world_->uplink_path() + "\"\n  }\n}\n";
   std::string config_path = serve_dir_ + "/host.policy";
@@ -610,6 +619,10 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     // writes the suite's audit log and keeps its runs' state under its own state directory.
     std::string name = fs::path(r.policy_path).stem().string();
     args = {o_.safex, "submit", "--socket", serve_socket_, "--policy", name, "--json"};
+    // A pooled policy's run without input files is handed a pooled sandbox: the suite waits
+    // until one is ready, so that it always is (and checks that it was).
+    r.expect_pooled = pooled_policies_.count(name) > 0 && !inv.input;
+    if (r.expect_pooled) WaitForPooledSandbox(name);
   } else {
     args = {o_.safex,      "run",           "--policy",
             r.policy_path, "--search-path", o_.source_dir + "/policies/examples",
@@ -678,6 +691,9 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     std::lock_guard<std::mutex> l(mu_);
     run_ids_.insert(id);
   }
+  if (const nlohmann::json* sb = Member(r.report, "sandbox"); sb != nullptr && sb->is_object()) {
+    if (auto it = sb->find("id"); it != sb->end() && it->is_string()) r.sandbox_id = *it;
+  }
   if (!id.empty() && !db.empty()) {
     audit::AuditOptions ao;
     ao.read_only = true;
@@ -703,6 +719,12 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     do {
       r.leftovers = testing::ResourcesNamingRun(id, lo, egress);
+      // A pooled run's sandbox is named by the sandbox's id, not the run's.
+      if (!r.sandbox_id.empty()) {
+        for (std::string& left : testing::ResourcesNamingRun(r.sandbox_id, lo, egress)) {
+          r.leftovers.push_back(std::move(left));
+        }
+      }
       if (r.leftovers.empty()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } while (std::chrono::steady_clock::now() < until);
@@ -752,10 +774,29 @@ std::string Suite::UntrustedOnNative() {
   return first.substr(0, first.find("\\n"));  // the text may carry escaped newlines
 }
 
+void Suite::WaitForPooledSandbox(const std::string& policy) const {
+  const std::string metric = "safex_pool_ready{policy=\"" + policy + "\"} ";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = serve::HttpCall(serve_socket_, "GET", "/metrics", "");
+    if (r.ok()) {
+      const size_t at = r->body.find("\n" + metric);
+      if (at != std::string::npos && std::atoll(r->body.c_str() + at + 1 + metric.size()) > 0) {
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 void Suite::CommonChecks(const RunRecord& r, const std::string& backend, Check& c) const {
   const std::string what = r.inv.label.empty() ? "" : " [" + r.inv.label + "]";
   if (!c.Expect(!r.proc.spawn_failed, "safex could not be started" + what + ": " + r.proc.err))
     return;
+  // The submit column's pooled runs: every one that got as far as a sandbox got a pooled one.
+  if (r.expect_pooled && r.report.is_object() && r.verdict() != "refused") {
+    c.Expect(!r.sandbox_id.empty(), "not run in a pooled sandbox" + what);
+  }
   c.Expect(!r.proc.timed_out, "safex did not finish within its deadline" + what);
   if (!c.Expect(r.report.is_object(), "safex --json printed no report" + what + ": " +
                                           r.proc.out.substr(0, 200) + " " +
@@ -1195,10 +1236,12 @@ std::string Suite::Report() const {
         "(`tests/containment/probes/`) that tries its attack for real inside a run of `safex run` "
         "under an example policy (`policies/examples/`, unchanged but for a read-only bind of the "
         "probes at `/probes`; a few resource cases tighten a limit, said in their rows below). "
-        "The column `gvisor, submit` makes the same runs through `safex submit` to a `safex "
-        "serve` the suite starts (same audit log, policies by name from the service's policy "
-        "directory), for every case whose runs the service can take. A cell says what was "
-        "observed:\n\n";
+        "The column `gvisor, submit (pooled)` makes the same runs through `safex submit` to a "
+        "`safex serve` the suite starts (same audit log, policies by name from the service's "
+        "policy directory), for every case whose runs the service can take; the service keeps a "
+        "warm pool for the wrappers of python-untrusted and base-untrusted, and each of their "
+        "runs without input files is run in a pooled sandbox (checked: a cell fails otherwise). "
+        "A cell says what was observed:\n\n";
   md << "- **contained**: the expected outcome, the right verdict and exit status, the run in the "
         "audit log with that verdict, nothing left behind that names the run, and the probe itself "
         "saw no escape. The text is the probe's own observation.\n"

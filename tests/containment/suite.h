@@ -52,10 +52,14 @@ struct Column {
   std::string backend;
   bool submit = false;
 };
+// The submit column's service keeps a warm pool for the suite's two gVisor wrapper policies
+// (the plain python-untrusted and base-untrusted wrappers, which most cases use): each of their
+// runs without input files waits for a pooled sandbox and must have been run in one, so the
+// column shows the catalogue contained by pooled sandboxes (docs/operating.md, "The warm pool").
 inline const std::vector<Column> kColumns = {{"gvisor", "gvisor", false},
                                              {"microvm", "microvm", false},
                                              {"native (as trusted)", "native", false},
-                                             {"gvisor, submit", "gvisor", true}};
+                                             {"gvisor, submit (pooled)", "gvisor", true}};
 
 // One `safex run` of a case.
 struct Invocation {
@@ -91,6 +95,8 @@ struct RunRecord {
   std::string audit_error;
   std::vector<std::string> leftovers;  // resources still naming the run id after safex exited
   std::string input_dir, output_dir;
+  bool expect_pooled = false;  // the submit column: a pooled policy's run without input files
+  std::string sandbox_id;      // the pooled sandbox the service ran it in ("" : its own)
 
   std::string verdict() const;
   std::string run_id() const;
@@ -269,6 +275,9 @@ class Suite {
   // there ("" when it is).
   std::optional<Subprocess> serve_;
   std::string serve_dir_, serve_socket_, serve_policies_, serve_state_, serve_error_;
+  std::set<std::string> pooled_policies_;  // names the suite's service keeps a warm pool for
+  // Waits (bounded) until the service has a pooled sandbox of `policy` ready.
+  void WaitForPooledSandbox(const std::string& policy) const;
   int serve_exit_ = -1;
   uint64_t serve_peak_rss_kib_ = 0;
   std::vector<Case> cases_;
