@@ -42,6 +42,16 @@ bool LooksLikeRunDir(const std::string& dir) {
   return true;
 }
 
+// A program that is certainly not in the sandbox's root view is 127 without running anything:
+// the answer does not need a sandbox, and a start would be most of the run's cost.
+bool MissingProgram(const plan::Plan& plan, const RunRequest& req, RunResult* result) {
+  auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir);
+  if (!missing) return false;
+  result->exit_code = 127;
+  result->backend_error = *missing;
+  return true;
+}
+
 std::string BackendMode(const plan::Plan& plan) {
   return "gvisor/" + plan.gvisor.platform +
          (plan.network.egress.empty() ? "/network=none" : "/network=netns");
@@ -253,13 +263,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
                          gvisor::BuildSeccomp(plan.seccomp, seccomp));
   RunResult result;
   result.backend_mode = BackendMode(plan);
-  // A program that is certainly not in the sandbox's root view is 127 without a sandbox: the
-  // answer does not need one, and the start would be most of the run's cost.
-  if (auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir)) {
-    result.exit_code = 127;
-    result.backend_error = *missing;
-    return result;
-  }
+  if (MissingProgram(plan, req, &result)) return result;
   const gvisor::RunContext c{plan, req, options_};
   SigpipeBlock sigpipe_block;
   gvisor::RunState s;
@@ -344,11 +348,7 @@ Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pre
   RunResult result;
   result.backend_mode = BackendMode(plan);
   result.enforcement = sandbox->enforcement();
-  if (auto missing = gvisor::CertainlyMissingProgram(plan, req.argv[0], req.input_dir)) {
-    result.exit_code = 127;
-    result.backend_error = *missing;
-    return result;
-  }
+  if (MissingProgram(plan, req, &result)) return result;
   const gvisor::RunContext c{plan, req, options_};
   SigpipeBlock sigpipe_block;
   if (!sandbox->Healthy()) {
