@@ -111,7 +111,7 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   // A pooled sandbox boots and waits behind running sandboxes (HandOver restores its share).
   if (c.pooled) SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/true));
   // runsc shows the sandbox as many CPUs as the cpuset holds when it starts (visible_cpus.h).
-  return NarrowCpuset(s.cg, lim.cpus, &s.cpuset_restore);
+  return cgroup::NarrowCpuset(s.cg, lim.cpus, &s.cpuset_restore);
 }
 
 void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e) {
@@ -160,7 +160,7 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
          (c.req.cancel == nullptr || c.req.cancel->load(std::memory_order_relaxed) == 0)) {
     // The Sentry has counted its CPUs: the rest of the boot may use all of them again.
     if (!s.cpuset_restore.empty() && SentryCountedCpus(s.cg)) {
-      widened = WidenCpuset(s.cg, &s.cpuset_restore);
+      widened = cgroup::WidenCpuset(s.cg, &s.cpuset_restore);
     }
     pollfd p{io.report.read.get(), POLLIN, 0};
     if (poll(&p, 1, s.cpuset_restore.empty() ? 50 : 2) <= 0) continue;
@@ -189,7 +189,7 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
     return LaunchOutcome::kRefused;
   }
   // At the latest now: the run may use all CPUs again, within its quota (visible_cpus.h).
-  if (widened.ok()) widened = WidenCpuset(s.cg, &s.cpuset_restore);
+  if (widened.ok()) widened = cgroup::WidenCpuset(s.cg, &s.cpuset_restore);
   if (!widened.ok()) {
     e->Compare("cpuset", narrowed, "not restored: " + widened.message(),
                "host kernel: cpuset.cpus");

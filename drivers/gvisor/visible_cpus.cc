@@ -1,49 +1,9 @@
 #include "drivers/gvisor/visible_cpus.h"
 
-#include <atomic>
-#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace safex::drivers::gvisor {
-namespace {
-
-// "0-3,6" -> {0,1,2,3,6}; empty on anything else.
-std::vector<int> ParseCpuList(const std::string& list) {
-  std::vector<int> cpus;
-  size_t at = 0;
-  while (at < list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string::npos) end = list.size();
-    const std::string part = list.substr(at, end - at);
-    char* rest = nullptr;
-    const long first = std::strtol(part.c_str(), &rest, 10);
-    long last = first;
-    if (rest != nullptr && *rest == '-') last = std::strtol(rest + 1, &rest, 10);
-    if (part.empty() || rest == nullptr || *rest != '\0' || first < 0 || last < first ||
-        last > 4096) {
-      return {};
-    }
-    for (long c = first; c <= last; ++c) cpus.push_back(static_cast<int>(c));
-    at = end + 1;
-  }
-  return cpus;
-}
-
-// Successive runs start their slice at successive CPUs.
-std::atomic<uint32_t> g_next_slice{0};
-
-}  // namespace
-
-std::string NarrowCpuList(const std::string& all, uint32_t cpus) {
-  const std::vector<int> allowed = ParseCpuList(all);
-  if (cpus == 0 || allowed.size() <= cpus) return "";
-  const uint32_t start = g_next_slice.fetch_add(cpus) % allowed.size();
-  std::string list;
-  for (uint32_t i = 0; i < cpus; ++i) {
-    list += (list.empty() ? "" : ",") + std::to_string(allowed[(start + i) % allowed.size()]);
-  }
-  return list;
-}
 
 bool SentryCountedCpus(const cgroup::RunCgroup& cg) {
   for (const std::vector<std::string>& args : cg.MemberCommandLines()) {
@@ -56,24 +16,6 @@ bool SentryCountedCpus(const cgroup::RunCgroup& cg) {
     if (boot && counted) return true;
   }
   return false;
-}
-
-Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore) {
-  restore->clear();
-  auto all = cg.CpusetCpus();
-  if (!all.ok()) return Status::Ok();  // no cpuset here: runsc shows the host's CPUs
-  const std::string narrow = NarrowCpuList(*all, cpus);
-  if (narrow.empty()) return Status::Ok();
-  SAFEX_RETURN_IF_ERROR(cg.SetCpusetCpus(narrow));
-  *restore = *all;
-  return Status::Ok();
-}
-
-Status WidenCpuset(cgroup::RunCgroup& cg, std::string* restore) {
-  if (restore->empty()) return Status::Ok();
-  SAFEX_RETURN_IF_ERROR(cg.SetCpusetCpus(*restore));
-  restore->clear();
-  return Status::Ok();
 }
 
 }  // namespace safex::drivers::gvisor

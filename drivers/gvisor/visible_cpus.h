@@ -1,4 +1,5 @@
-// The CPUs a gVisor sandbox shows its program: as many as the plan's `cpus`, not the host's.
+// The CPUs a gVisor sandbox shows its program: as many as the plan's `cpus`, not the host's
+// (drivers/cgroup/cpuset.h has the narrowing both local backends use).
 //
 // runsc tells the Sentry how many CPUs to show (`runsc boot --cpu-num`) from the cpuset of the
 // container's cgroup when it starts the sandbox, and the Sentry shows that many for good:
@@ -13,29 +14,14 @@
 // cost 40 ms of every cold start under `cpus = 1` on 2 CPUs: the boot ran on one.)
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "common/status.h"
 #include "drivers/cgroup/cgroup.h"
+#include "drivers/cgroup/cpuset.h"
 
 namespace safex::drivers::gvisor {
 
-// `cpus` CPUs of the cpuset list `all` ("0-3,6"), as a list; "" when `all` has no more than
-// that (nothing to narrow) or cannot be read.
-std::string NarrowCpuList(const std::string& all, uint32_t cpus);
-
 // Whether runsc has started the Sentry with its CPU count (a process of the cgroup runs `boot`
-// with `--cpu-num`): from then on the cpuset can be widened without changing what the sandbox
-// shows, and the rest of the boot is not confined to the narrowed CPUs.
+// with `--cpu-num`): from then on the cpuset can be widened (cgroup::WidenCpuset) without
+// changing what the sandbox shows, and the rest of the boot is not confined to the narrowed CPUs.
 bool SentryCountedCpus(const cgroup::RunCgroup& cg);
-
-// Narrows the run's cpuset to the plan's `cpus` (NarrowCpuList); `*restore` gets the list to put
-// back (WidenCpuset), "" when nothing was narrowed (no cpuset controller, or no more CPUs than
-// that).
-Status NarrowCpuset(cgroup::RunCgroup& cg, uint32_t cpus, std::string* restore);
-// Puts `*restore` back (nothing when it is empty) and empties it.
-Status WidenCpuset(cgroup::RunCgroup& cg, std::string* restore);
 
 }  // namespace safex::drivers::gvisor

@@ -17,6 +17,7 @@
 #include "common/fs_tree.h"
 #include "common/owner_lock.h"
 #include "common/run_id.h"
+#include "drivers/cgroup/cpuset.h"
 #include "drivers/native/id_lease.h"
 #include "drivers/native/run_state.h"
 #include "drivers/native/run_steps.h"
@@ -196,6 +197,8 @@ Result<RunResult> NativeDriver::Run(const plan::Plan& plan, const RunRequest& re
   if (s.sandbox.cancelled()) return NotStarted(std::move(result), s, true);
   SAFEX_RETURN_IF_ERROR(reported);
   if (result.enforcement.Differs()) return NotStarted(std::move(result), s, false);
+  // The program counts the CPUs it may run on: the plan's (drivers/cgroup/cpuset.h).
+  SAFEX_RETURN_IF_ERROR(cgroup::NarrowAffinity(s.sandbox.process().pid(), plan.limits.cpus));
   int exec_errno = 0;
   SAFEX_RETURN_IF_ERROR(s.sandbox.Go(&exec_errno));
   if (exec_errno != 0) {

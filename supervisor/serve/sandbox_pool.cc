@@ -336,7 +336,8 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
       const int64_t backoff =
           std::min(kMaxBackoffNs, kFirstBackoffNs << std::min<uint32_t>(pool.failures, 6));
       pool.retry_after_ns = NowNs() + backoff;
-      if (pool.failures++ == 0) {
+      // (A boot the stop cancelled is not worth a warning.)
+      if (pool.failures++ == 0 && stopping_.load() == 0) {
         ServeWarn(fmt::format("pool {}: a sandbox could not be made: {}", pool.rule.policy,
                               made.status().message()));
       }

@@ -61,6 +61,16 @@ TEST_F(NativeTest, TheEvidenceMatchesThePlanAndNamesTheRunsOwnHostId) {
   EXPECT_EQ(f["landlock"].state, EnforcedField::State::kObserved);
 }
 
+// The program counts the plan's CPUs, not the host's (drivers/cgroup/cpuset.h): the run's cpuset
+// holds `cpus` of them. (glibc's sysconf count, os.cpu_count(), still reads /proc/stat there.)
+TEST_F(NativeTest, TheProgramCountsThePlansCpus) {
+  plan::Plan p = NativePlan();
+  p.limits.cpus = 1;
+  RunResult r = MustRun(p, {"/bin/sh", "-c",
+                            "nproc; python3 -c 'import os; print(len(os.sched_getaffinity(0)))'"});
+  EXPECT_EQ(r.stdout_stream.data, "1\n1\n") << r.stderr_stream.data;
+}
+
 TEST_F(NativeTest, EachLimitEndsTheRunWithItsVerdict) {
   const plan::Plan p = NativePlan();
   RunResult cpu = MustRun(p, {"/bin/sh", "-c", "while :; do :; done"});
