@@ -326,28 +326,30 @@ std::string MarkerSays(const Marker& m) {
          std::to_string(m.verified_seq) + " was verified at " + FormatIso8601(m.verified_ns);
 }
 
-// Steps `s` (events ordered by seq) and checks that they run expected, expected+1, ... and that
-// each hash chains from `prev`. true: intact, events/head_seq/head_hash filled; false: damaged,
-// *rep says where. `wanted` (may be null) gets the hash at each seq it holds.
 // The pooled sandbox an end event's run was handed (its evidence's "sandbox" field, written by
 // the runner: "pooled ID made ..."), or "" for a run that made its own.
 std::string PooledSandboxOf(const EventRow& row) {
-  if (row.text(kColKind) != "end") return "";
+  if (row.text(kColKind) != kKindEnd) return "";
   const std::string_view text = row.text(kColEnforcement);
   if (text.find("\"pooled ") == std::string_view::npos) return "";
   const nlohmann::json e = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!e.is_object() || !e.contains("fields") || !e["fields"].is_array()) return "";
   for (const nlohmann::json& f : e["fields"]) {
-    if (!f.is_object() || f.value("name", "") != "sandbox") continue;
-    const std::string observed = f.value("observed", "");
+    // Comparisons only: a field of an unexpected shape is skipped, never an exception.
+    if (!f.is_object() || !f.contains("name") || f["name"] != "sandbox") continue;
+    if (!f.contains("observed") || !f["observed"].is_string()) return "";
+    const std::string observed = f["observed"].get<std::string>();
     if (!observed.starts_with("pooled ")) return "";
     return observed.substr(7, observed.find(' ', 7) - 7);
   }
   return "";
 }
 
-// Scans the chain from `expected` on. `sandboxes` (a full check): each pooled sandbox id seen so
-// far with how it ended (the run it served, or its eviction); a second ending is a problem.
+// Steps `s` (events ordered by seq) and checks that they run expected, expected+1, ... and that
+// each hash chains from `prev`. true: intact, events/head_seq/head_hash filled; false: damaged,
+// *rep says where. `wanted` (may be null) gets the hash at each seq it holds. `sandboxes` (a full
+// check; may be null): each pooled sandbox id seen so far with how it ended (the run it served,
+// or its eviction); a second ending is a problem.
 Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
                        std::map<uint64_t, std::string>* wanted, VerifyReport* rep,
                        std::map<std::string, std::string>* sandboxes = nullptr) {
@@ -1001,15 +1003,9 @@ Result<std::vector<std::pair<std::string, int64_t>>> AuditLog::UnfinishedRunStar
 }
 
 Result<std::vector<std::string>> AuditLog::UnfinishedRuns() {
-  SAFEX_ASSIGN_OR_RETURN(
-      Stmt s, Stmt::Prepare(impl_->db.get(),
-                            "SELECT run_id FROM runs WHERE state = 'running' ORDER BY start_seq"));
+  SAFEX_ASSIGN_OR_RETURN(auto runs, UnfinishedRunStarts());
   std::vector<std::string> out;
-  for (;;) {
-    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
-    if (!have) break;
-    out.push_back(s.Text(0));
-  }
+  for (auto& [run_id, start_ns] : runs) out.push_back(std::move(run_id));
   return out;
 }
 

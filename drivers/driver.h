@@ -123,7 +123,6 @@ class PreparedSandbox {
   int64_t created_ns() const { return created_ns_; }  // CLOCK_REALTIME when it became ready
   // Driver::SandboxGeneration when it was made: a sandbox of another generation is retired.
   const std::string& generation() const { return generation_; }
-  void set_generation(std::string g) { generation_ = std::move(g); }
   // What it enforced, read back before it was declared ready.
   const Enforcement& enforcement() const { return enforcement_; }
   // Keeps the waiting sandbox serviceable (drains what its runtime writes) and says whether it
@@ -132,15 +131,19 @@ class PreparedSandbox {
   virtual bool Healthy() = 0;
 
  protected:
-  PreparedSandbox(std::string id, std::string plan_digest, int64_t created_ns)
-      : id_(std::move(id)), plan_digest_(std::move(plan_digest)), created_ns_(created_ns) {}
+  PreparedSandbox(std::string id, std::string plan_digest, std::string generation,
+                  int64_t created_ns)
+      : id_(std::move(id)),
+        plan_digest_(std::move(plan_digest)),
+        generation_(std::move(generation)),
+        created_ns_(created_ns) {}
   Enforcement enforcement_;
 
  private:
   std::string id_;
   std::string plan_digest_;
-  int64_t created_ns_;
   std::string generation_;
+  int64_t created_ns_;
 };
 
 class Driver {

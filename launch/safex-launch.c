@@ -122,7 +122,8 @@ static char** read_handover(void) {
     return NULL;
   }
   size_t argc = 0;
-  for (size_t at = 1; at < len && argc < kMaxArgs; at += strlen(handover + at) + 1) {
+  for (size_t at = 1; at < len; at += strlen(handover + at) + 1) {
+    if (argc == kMaxArgs) return NULL; /* more than it can hold: never a shorter argv */
     handover_argv[argc++] = handover + at;
   }
   handover_argv[argc] = NULL;

@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <ctime>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "audit/audited_run.h"
+#include "audit/time_format.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "common/utf8.h"
@@ -33,11 +33,7 @@
 namespace safex::supervisor {
 namespace {
 
-int64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using audit::NowNs;
 
 const plan::Mount* FindMount(const plan::Plan& p, plan::MountKind kind) {
   for (const auto& m : p.mounts) {

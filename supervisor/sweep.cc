@@ -6,9 +6,9 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "common/fs_tree.h"
 #include "drivers/net/run_network.h"

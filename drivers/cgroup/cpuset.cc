@@ -35,15 +35,21 @@ std::vector<int> ParseCpuList(const std::string& list) {
 // Successive runs start their slice at successive CPUs.
 std::atomic<uint32_t> g_next_slice{0};
 
+// `cpus` of `allowed`, the next slice; empty when `allowed` has no more than that.
+std::vector<int> NarrowCpus(const std::vector<int>& allowed, uint32_t cpus) {
+  if (cpus == 0 || allowed.size() <= cpus) return {};
+  const uint32_t start = g_next_slice.fetch_add(cpus) % allowed.size();
+  std::vector<int> slice;
+  for (uint32_t i = 0; i < cpus; ++i) slice.push_back(allowed[(start + i) % allowed.size()]);
+  return slice;
+}
+
 }  // namespace
 
 std::string NarrowCpuList(const std::string& all, uint32_t cpus) {
-  const std::vector<int> allowed = ParseCpuList(all);
-  if (cpus == 0 || allowed.size() <= cpus) return "";
-  const uint32_t start = g_next_slice.fetch_add(cpus) % allowed.size();
   std::string list;
-  for (uint32_t i = 0; i < cpus; ++i) {
-    list += (list.empty() ? "" : ",") + std::to_string(allowed[(start + i) % allowed.size()]);
+  for (int cpu : NarrowCpus(ParseCpuList(all), cpus)) {
+    list += (list.empty() ? "" : ",") + std::to_string(cpu);
   }
   return list;
 }
@@ -70,11 +76,11 @@ Status NarrowAffinity(pid_t pid, uint32_t cpus) {
   cpu_set_t own;
   CPU_ZERO(&own);
   if (sched_getaffinity(0, sizeof own, &own) != 0) return Status::Errno("sched_getaffinity", errno);
-  std::string all;
+  std::vector<int> allowed;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &own)) all += (all.empty() ? "" : ",") + std::to_string(cpu);
+    if (CPU_ISSET(cpu, &own)) allowed.push_back(cpu);
   }
-  const std::vector<int> narrow = ParseCpuList(NarrowCpuList(all, cpus));
+  const std::vector<int> narrow = NarrowCpus(allowed, cpus);
   if (narrow.empty()) return Status::Ok();
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -196,10 +196,9 @@ RunResult GvisorDriver::RefusedByEvidence(RunResult result, gvisor::RunState& s)
 // Steps 1-6b, in the order they must happen (run_steps.h has the steps; RunState's destructor
 // tears down whatever exists on every way out). nullopt: the evidence differed before runsc
 // started (nothing of the program exists; RefusedByEvidence is the caller's).
-Result<std::optional<gvisor::LaunchOutcome>> GvisorDriver::Boot(const gvisor::RunContext& c, const Ready& ready,
-                                                 const gvisor::SeccompOptions& seccomp,
-                                                 bool filtered, gvisor::RunState& s,
-                                                 gvisor::RunIo& io, RunResult* result) {
+Result<std::optional<gvisor::LaunchOutcome>> GvisorDriver::Boot(
+    const gvisor::RunContext& c, const Ready& ready, const gvisor::SeccompOptions& seccomp,
+    bool filtered, gvisor::RunState& s, gvisor::RunIo& io, RunResult* result) {
   // 1-2. Its private directory first (everything below lives in it), then the host side of the
   //      mounts (output tmpfs), which the bundle's config names.
   SAFEX_RETURN_IF_ERROR(gvisor::CreateRunDirectory(c, s));
@@ -305,12 +304,10 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   }
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
-  auto sandbox = std::make_unique<gvisor::PooledSandbox>(
-      preq.sandbox_id, plan::PlanDigest(plan),
+  return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
+      preq.sandbox_id, plan::PlanDigest(plan), generation,
       static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec, filter.has_value(),
-      std::move(s), std::move(io), std::move(boot.enforcement));
-  sandbox->set_generation(generation);
-  return std::unique_ptr<PreparedSandbox>(std::move(sandbox));
+      std::move(s), std::move(io), std::move(boot.enforcement)));
 }
 
 std::string GvisorDriver::SandboxGeneration(const plan::Plan& plan) {

@@ -33,10 +33,10 @@ bool DrainInto(UniqueFd& fd, std::string* into) {
 
 }  // namespace
 
-PooledSandbox::PooledSandbox(std::string id, std::string plan_digest, int64_t created_ns,
-                             bool filtered, std::unique_ptr<RunState> state, RunIo io,
-                             Enforcement evidence)
-    : PreparedSandbox(std::move(id), std::move(plan_digest), created_ns),
+PooledSandbox::PooledSandbox(std::string id, std::string plan_digest, std::string generation,
+                             int64_t created_ns, bool filtered, std::unique_ptr<RunState> state,
+                             RunIo io, Enforcement evidence)
+    : PreparedSandbox(std::move(id), std::move(plan_digest), std::move(generation), created_ns),
       filtered_(filtered),
       state_(std::move(state)),
       io_(std::move(io)) {

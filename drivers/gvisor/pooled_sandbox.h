@@ -17,8 +17,9 @@ namespace safex::drivers::gvisor {
 class PooledSandbox final : public PreparedSandbox {
  public:
   // `state` and `io` as Prepare's steps left them; `evidence` what they read back.
-  PooledSandbox(std::string id, std::string plan_digest, int64_t created_ns, bool filtered,
-                std::unique_ptr<RunState> state, RunIo io, Enforcement evidence);
+  PooledSandbox(std::string id, std::string plan_digest, std::string generation,
+                int64_t created_ns, bool filtered, std::unique_ptr<RunState> state, RunIo io,
+                Enforcement evidence);
   ~PooledSandbox() override;
 
   // Drains runsc's log and diagnostics pipes (a full pipe would stall the Sentry) into

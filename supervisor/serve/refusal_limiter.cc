@@ -1,21 +1,10 @@
 #include "supervisor/serve/refusal_limiter.h"
 
-#include <time.h>
-
 #include <algorithm>
 
 #include "audit/time_format.h"
 
 namespace safex::serve {
-namespace {
-
-int64_t WallNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 RefusalLimiter::RefusalLimiter(RefusalLimits limits) : limits_(limits) {}
 
@@ -66,7 +55,7 @@ void RefusalLimiter::Count(uint32_t uid, RefusalReason why, Clock::time_point no
 }
 
 void RefusalLimiter::CountLocked(Caller& c, RefusalReason why, Clock::time_point now) {
-  const int64_t wall = WallNs();
+  const int64_t wall = audit::NowNs();
   if (c.pending.count == 0) {
     c.first_pending = now;
     c.pending.first_ns = wall;

@@ -1,23 +1,19 @@
 #include "supervisor/serve/sandbox_pool.h"
 
 #include <fmt/format.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <utility>
 
 #include "audit/audit_log.h"
+#include "audit/time_format.h"
 #include "supervisor/serve/service_log.h"
 
 namespace safex::serve {
 namespace {
 
-int64_t NowNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
+using audit::NowNs;
 
 // How often the pools are tended when nothing wakes their threads (idle ages, dead sandboxes).
 constexpr auto kTendInterval = std::chrono::milliseconds(500);
