@@ -619,10 +619,9 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     // writes the suite's audit log and keeps its runs' state under its own state directory.
     std::string name = fs::path(r.policy_path).stem().string();
     args = {o_.safex, "submit", "--socket", serve_socket_, "--policy", name, "--json"};
-    // A pooled policy's run without input files is handed a pooled sandbox: the suite waits
-    // until one is ready, so that it always is (and checks that it was).
+    // A pooled policy's run without input files is handed a pooled sandbox: the suite makes
+    // sure one is ready for it (AdmitPooled, below), and checks that it was used.
     r.expect_pooled = pooled_policies_.count(name) > 0 && !inv.input;
-    if (r.expect_pooled) WaitForPooledSandbox(name);
   } else {
     args = {o_.safex,      "run",           "--policy",
             r.policy_path, "--search-path", o_.source_dir + "/policies/examples",
@@ -675,7 +674,23 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
       inv.during(root);
     });
   }
+  // One pooled submit at a time between "a sandbox is ready" and the service taking it, so that
+  // two cases never race for one ready sandbox (the gate opens as soon as the take shows on the
+  // service's counters, or when the submit ends).
+  std::atomic<bool> finished{false};
+  std::thread admitted;
+  if (r.expect_pooled) {
+    const int64_t takes = AdmitPooled(fs::path(r.policy_path).stem().string());
+    admitted = std::thread([this, takes, &finished] {
+      while (!finished.load() && PoolTakes() <= takes) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      ReleasePooled();
+    });
+  }
   r.proc = RunWatched(po);
+  finished.store(true);
+  if (admitted.joinable()) admitted.join();
   if (during.joinable()) during.join();
   r.report = nlohmann::json::parse(r.proc.out, nullptr, false);
   if (r.report.is_discarded()) r.report = nullptr;
@@ -774,19 +789,38 @@ std::string Suite::UntrustedOnNative() {
   return first.substr(0, first.find("\\n"));  // the text may carry escaped newlines
 }
 
-void Suite::WaitForPooledSandbox(const std::string& policy) const {
-  const std::string metric = "safex_pool_ready{policy=\"" + policy + "\"} ";
+int64_t Suite::ServeMetric(const std::string& name) const {
+  auto r = serve::HttpCall(serve_socket_, "GET", "/metrics", "");
+  if (!r.ok()) return -1;
+  const size_t at = r->body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(r->body.c_str() + at + 2 + name.size());
+}
+
+int64_t Suite::PoolTakes() const {
+  return ServeMetric("safex_pool_hits_total") + ServeMetric("safex_pool_misses_total");
+}
+
+int64_t Suite::AdmitPooled(const std::string& policy) {
+  {
+    std::unique_lock<std::mutex> l(pool_gate_mu_);
+    pool_gate_cv_.wait(l, [this] { return !pool_gate_busy_; });
+    pool_gate_busy_ = true;
+  }
+  const std::string ready = "safex_pool_ready{policy=\"" + policy + "\"}";
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < until) {
-    auto r = serve::HttpCall(serve_socket_, "GET", "/metrics", "");
-    if (r.ok()) {
-      const size_t at = r->body.find("\n" + metric);
-      if (at != std::string::npos && std::atoll(r->body.c_str() + at + 1 + metric.size()) > 0) {
-        return;
-      }
-    }
+  while (ServeMetric(ready) < 1 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  return PoolTakes();
+}
+
+void Suite::ReleasePooled() {
+  {
+    std::lock_guard<std::mutex> l(pool_gate_mu_);
+    pool_gate_busy_ = false;
+  }
+  pool_gate_cv_.notify_all();
 }
 
 void Suite::CommonChecks(const RunRecord& r, const std::string& backend, Check& c) const {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -276,8 +277,18 @@ class Suite {
   std::optional<Subprocess> serve_;
   std::string serve_dir_, serve_socket_, serve_policies_, serve_state_, serve_error_;
   std::set<std::string> pooled_policies_;  // names the suite's service keeps a warm pool for
-  // Waits (bounded) until the service has a pooled sandbox of `policy` ready.
-  void WaitForPooledSandbox(const std::string& policy) const;
+  // A value of the service's GET /metrics (-1 when absent).
+  int64_t ServeMetric(const std::string& name) const;
+  // Runs of pooled policies handed a sandbox or not (hits + misses) so far.
+  int64_t PoolTakes() const;
+  // The pooled-submit gate: waits until no other pooled submit is between its admission and its
+  // take, then (bounded) until `policy` has a sandbox ready; returns PoolTakes() then.
+  // ReleasePooled opens the gate again.
+  int64_t AdmitPooled(const std::string& policy);
+  void ReleasePooled();
+  std::mutex pool_gate_mu_;
+  std::condition_variable pool_gate_cv_;
+  bool pool_gate_busy_ = false;  // guarded by pool_gate_mu_
   int serve_exit_ = -1;
   uint64_t serve_peak_rss_kib_ = 0;
   std::vector<Case> cases_;
