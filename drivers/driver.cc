@@ -1,5 +1,8 @@
 #include "drivers/driver.h"
 
+#include <sys/stat.h>
+#include <time.h>
+
 #include <string>
 
 #include "common/run_id.h"
@@ -78,6 +81,21 @@ const char* LimitHitName(LimitHit l) {
       return "open_files";
   }
   return "unknown";
+}
+
+int64_t RealtimeNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+std::string PathIdentity(const std::string& path, bool with_size) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return path + " missing; ";
+  std::string id = path + " " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + " " +
+                   std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  if (with_size) id += " " + std::to_string(st.st_size);
+  return id + "; ";
 }
 
 }  // namespace safex::drivers

@@ -129,6 +129,9 @@ class PreparedSandbox {
   // still is (false once its runtime exited). Called from time to time while it waits, from one
   // thread at a time.
   virtual bool Healthy() = 0;
+  // Whether RunPrepared can give it a request's input directory (a pool hands a sandbox that
+  // cannot to runs without one only).
+  virtual bool TakesInput() const { return true; }
 
  protected:
   PreparedSandbox(std::string id, std::string plan_digest, std::string generation,
@@ -145,6 +148,12 @@ class PreparedSandbox {
   std::string generation_;
   int64_t created_ns_;
 };
+
+// CLOCK_REALTIME now, in nanoseconds (a PreparedSandbox's created_ns).
+int64_t RealtimeNs();
+// One path's part of a Driver::SandboxGeneration: its device, inode and modification time (and
+// size when `with_size`), or that it is missing.
+std::string PathIdentity(const std::string& path, bool with_size);
 
 class Driver {
  public:
@@ -174,11 +183,13 @@ class Driver {
 
   // The warm pool. Prepare makes a sandbox from `plan` as Run would, up to the program: same
   // limits, mounts (an input mount gets an empty stand-in), seccomp filter, network and cgroups,
-  // and the same read-back; it fails (nothing left) where Run would refuse or fail. Only a
-  // request without an input directory can be run in it. RunPrepared runs `request` in it as the
-  // program (the wall clock starts now; the CPU used by boot and idling is not the run's) and
+  // and the same read-back; it fails (nothing left) where Run would refuse or fail. RunPrepared
+  // moves the request's input directory (a snapshot of the run's own, left empty) into that
+  // stand-in, then runs `request` in it as the program (the wall clock starts now; the CPU used by boot and idling is not the run's) and
   // destroys it; the result is what Run would give. It refuses a plan other than the one the
-  // sandbox was made from. Backends without a pool: FailedPrecondition.
+  // sandbox was made from. Backends without a pool: FailedPrecondition. The sandbox's processes
+  // carry a parent-death signal bound to the thread that called Prepare: that thread must outlive
+  // the sandbox (the pool's boot threads live until it stops).
   virtual Result<std::unique_ptr<PreparedSandbox>> Prepare(const plan::Plan& plan,
                                                            const PrepareRequest& request);
   virtual Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox,

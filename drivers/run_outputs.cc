@@ -1,10 +1,13 @@
 #include "drivers/run_outputs.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include "common/fs_tree.h"
 #include "common/unique_fd.h"
 
 namespace safex::drivers {
@@ -29,6 +32,32 @@ Result<std::string> InputSource(const std::string& input_dir, const std::string&
                                    input_dir + "'");
   }
   return input_dir;
+}
+
+Status MoveInputInto(const std::string& snapshot, const std::string& dest) {
+  UniqueFd from(open(snapshot.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!from) return Status::Errno("open input snapshot", snapshot, errno);
+  UniqueFd to(open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!to) return Status::Errno("open sandbox input", dest, errno);
+  struct stat src_st, dst_st;
+  if (fstat(from.get(), &src_st) != 0) return Status::Errno("stat", snapshot, errno);
+  if (fstat(to.get(), &dst_st) != 0) return Status::Errno("stat", dest, errno);
+  if (src_st.st_dev != dst_st.st_dev) {
+    return Status::FailedPrecondition(
+        "the input snapshot and the pooled sandbox are on different filesystems (" + snapshot +
+        ", " + dest + ")");
+  }
+  SAFEX_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectoryAt(from.get()));
+  for (const std::string& name : names) {
+    if (renameat2(from.get(), name.c_str(), to.get(), name.c_str(), RENAME_NOREPLACE) != 0) {
+      return Status::Errno("move input entry", dest + "/" + name, errno);
+    }
+  }
+  if (fchown(to.get(), src_st.st_uid, src_st.st_gid) != 0) {
+    return Status::Errno("chown", dest, errno);
+  }
+  if (fchmod(to.get(), src_st.st_mode & 07777) != 0) return Status::Errno("chmod", dest, errno);
+  return Status::Ok();
 }
 
 Result<std::string> RunOutputs::Add(const std::string& run_dir, const plan::Mount& m,

@@ -23,6 +23,17 @@ namespace safex::drivers {
 // an empty read-only directory made in `run_dir` when the request has none.
 Result<std::string> InputSource(const std::string& input_dir, const std::string& run_dir);
 
+// A pooled sandbox's input (the warm pool): the entries of `snapshot` (the run's own input
+// snapshot, staged by the supervisor) are moved into `dest`, the empty stand-in the sandbox was
+// booted with, which its runtime has held bound since the boot (so the directory itself must stay:
+// a new one under the same name would not be seen). Its mode and owner become the snapshot's, as
+// in a cold run where the snapshot itself is bound. Renames only: both must be on one filesystem
+// (FailedPrecondition otherwise, nothing moved). `snapshot` is left empty.
+// Security: both are root's directories below 0700 state directories no other user can enter;
+// each is opened O_NOFOLLOW|O_DIRECTORY and the entries are moved fd-relative with
+// RENAME_NOREPLACE, so nothing but the two opened directories is touched.
+Status MoveInputInto(const std::string& snapshot, const std::string& dest);
+
 class RunOutputs {
  public:
   using Note = std::function<void(const std::string& what, const Status& st)>;

@@ -28,8 +28,9 @@ declare -A cmd=(
   [serve]="build/bench/serve/serve_bench $RUNS"
   [api]="build/bench/serve/api_bench 10"
   [pool]="build/bench/serve/pool_bench $RUNS"
+  [microvm_pool]="build/bench/microvm/microvm_pool_bench $RUNS"
 )
-order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool)
+order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool microvm_pool)
 if (($#)); then order=("$@"); fi
 
 status=0

@@ -344,13 +344,14 @@ class RunAttempt {
   }
 
   // The run in a pooled sandbox made from exactly this plan when the pool has one ready and the
-  // request can use one (no input directory; the policy's own plan, not one derived from the
-  // request's choices), else in a fresh one. A pooled run's evidence is its sandbox's, read back
+  // request can use one (the policy's own plan, not one derived from the request's choices; its
+  // input snapshot is moved into the sandbox), else in a fresh one. A pooled run's evidence is its sandbox's, read back
   // when it was made, plus which sandbox it was (so the audit log shows each served one run).
   Result<drivers::RunResult> RunInSandbox() {
     std::unique_ptr<drivers::PreparedSandbox> sandbox;
-    if (options_.sandboxes != nullptr && request_.input_dir.empty() && !derived_) {
-      sandbox = options_.sandboxes->Take(plan_.policy_name, report_.plan_digest);
+    if (options_.sandboxes != nullptr && !derived_) {
+      sandbox = options_.sandboxes->Take(plan_.policy_name, report_.plan_digest,
+                                         !request_.input_dir.empty());
     }
     if (!sandbox) return RunDriver(*driver_, [&] { return driver_->Run(plan_, request_); });
     const int64_t handed_ns = NowNs();

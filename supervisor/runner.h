@@ -35,12 +35,14 @@ namespace safex::supervisor {
 
 // Where sandboxes made ahead of their request come from (the service's warm pool,
 // serve/sandbox_pool.h). Take gives one made from exactly the plan with `plan_digest` for
-// `policy_name` and never gives the same one twice, or nullptr (then the run makes its own).
+// `policy_name` (one that takes an input directory if `with_input`) and never gives the same one
+// twice, or nullptr (then the run makes its own).
 class SandboxSource {
  public:
   virtual ~SandboxSource() = default;
   virtual std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
-                                                         const std::string& plan_digest) = 0;
+                                                         const std::string& plan_digest,
+                                                         bool with_input) = 0;
 };
 
 struct RunnerOptions {

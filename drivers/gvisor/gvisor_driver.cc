@@ -302,27 +302,15 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
                                                       : "its launcher did not report";
     return Status::Unavailable("gvisor: a pooled sandbox could not be made: " + why);
   }
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
-      preq.sandbox_id, plan::PlanDigest(plan), generation,
-      static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec, filter.has_value(),
+      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filter.has_value(),
       std::move(s), std::move(io), std::move(boot.enforcement)));
 }
 
 std::string GvisorDriver::SandboxGeneration(const plan::Plan& plan) {
-  auto identity = [](const std::string& path, bool with_size) {
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0) return path + " missing; ";
-    std::string id = path + " " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) +
-                     " " + std::to_string(st.st_mtim.tv_sec) + "." +
-                     std::to_string(st.st_mtim.tv_nsec);
-    if (with_size) id += " " + std::to_string(st.st_size);
-    return id + "; ";
-  };
-  std::string generation = identity(options_.runsc_path, true);
+  std::string generation = PathIdentity(options_.runsc_path, true);
   for (const plan::Mount& m : plan.mounts) {
-    if (m.kind == plan::MountKind::kBind) generation += identity(m.source, false);
+    if (m.kind == plan::MountKind::kBind) generation += PathIdentity(m.source, false);
   }
   return generation;
 }
@@ -339,9 +327,6 @@ Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pre
     return Status::FailedPrecondition("gvisor: pooled sandbox " + sandbox->id() +
                                       " was made from another plan; not used");
   }
-  if (!req.input_dir.empty()) {
-    return Status::InvalidArgument("gvisor: a pooled sandbox cannot take an input directory");
-  }
   RunResult result;
   result.backend_mode = BackendMode(plan);
   result.enforcement = sandbox->enforcement();
@@ -352,6 +337,9 @@ Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pre
     return Status::Unavailable("gvisor: pooled sandbox " + sandbox->id() +
                                " stopped while it waited");
   }
+  // 6b'. The request's input snapshot into the stand-in the sandbox has bound since its boot
+  //      (the gofer serves bind mounts uncached, so the program sees the files at once).
+  SAFEX_RETURN_IF_ERROR(gvisor::PlaceInput(c, sandbox->state()));
   // 6c. The hand-over; from here on it is a cold run's 7-10 (the wall clock starts now).
   SAFEX_RETURN_IF_ERROR(gvisor::HandOver(c, sandbox->io(), sandbox->state()));
   return Finish(c, gvisor::LaunchOutcome::kStarted, sandbox->io(), sandbox->state(),

@@ -328,6 +328,15 @@ Status WriteWithin(int fd, const std::string& bytes, std::chrono::milliseconds t
 
 }  // namespace
 
+Status PlaceInput(const RunContext& c, RunState& s) {
+  if (c.req.input_dir.empty()) return Status::Ok();
+  for (size_t i = 0; i < c.plan.mounts.size(); ++i) {
+    if (c.plan.mounts[i].kind != plan::MountKind::kInput) continue;
+    return MoveInputInto(c.req.input_dir, s.mount_sources[i]).With("input");
+  }
+  return Status::InvalidArgument("an input directory was given but the plan has no input mount");
+}
+
 Status HandOver(const RunContext& c, RunIo& io, RunState& s) {
   if (c.req.argv.size() > 64 * 1024) {
     return Status::InvalidArgument("a pooled sandbox takes at most 65536 arguments");

@@ -76,6 +76,10 @@ Result<RunIo> StartRunsc(const RunContext& c, RunState& s);
 //     The platform comes from the host kernel meanwhile: the sandbox process's command line.
 LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunState& s,
                             Enforcement* e);
+// 6b'. (pooled) The request's input directory, a snapshot of its own, moved into the empty
+//     stand-in of the plan's input mount that the sandbox was booted with (MoveInputInto);
+//     nothing for a request without one. Before the hand-over: the program starts with it whole.
+Status PlaceInput(const RunContext& c, RunState& s);
 // 6c. (pooled) The hand-over to a sandbox that waited: its CPU share back to normal (it booted
 //     and waited at a low one, CreateCgroup), what it used so far becomes the baseline
 //     (the CPU of boot and idling is not the run's; the memory high-water mark starts again

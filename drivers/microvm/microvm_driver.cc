@@ -26,6 +26,8 @@
 #include "drivers/microvm/host_tsc.h"
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/output_receiver.h"
+#include "drivers/microvm/pooled_vm.h"
+#include "plan/plan_json.h"
 #include "drivers/microvm/rootfs_image.h"
 #include "drivers/microvm/run_steps.h"
 #include "drivers/microvm/vm_launcher.h"
@@ -271,18 +273,20 @@ Status MicrovmDriver::Probe() {
     }
   }
   std::lock_guard<std::mutex> l(mu_);
-  ready_ = std::move(ready);
+  ready_ = std::shared_ptr<const Ready>(std::move(ready));
   return Status::Ok();
 }
 
-Result<const MicrovmDriver::Ready*> MicrovmDriver::EnsureReady() {
+// A run keeps the Ready it started with: a Probe meanwhile (the service probes before every
+// run) replaces ready_ for later runs, never under a running one.
+Result<std::shared_ptr<const MicrovmDriver::Ready>> MicrovmDriver::EnsureReady() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (ready_) return static_cast<const Ready*>(ready_.get());
+    if (ready_) return ready_;
   }
   SAFEX_RETURN_IF_ERROR(Probe());
   std::lock_guard<std::mutex> l(mu_);
-  return static_cast<const Ready*>(ready_.get());
+  return ready_;
 }
 
 namespace {
@@ -361,41 +365,120 @@ MicrovmRunTimings Timings(const microvm::SessionResult& ts, const microvm::Launc
 
 }  // namespace
 
+namespace {
+
+std::string BackendMode(Accel accel, const microvm::VmRun& v) {
+  return std::string("microvm/") + microvm::AccelName(accel) +
+         (v.net ? "/network=netns" : "/network=none");
+}
+
+// 1-5. The run's directory first (its input image lives there), the disks and the network before
+//      the guest spec that names them, the output tmpfs, then the VMM's cgroup last (QEMU is
+//      started straight into it). A pooled VM boots and waits at a low CPU share.
+Status MakeRunResources(const plan::Plan& plan, const RunRequest& req, const MicrovmOptions& o,
+                        microvm::ImageCache& images, const cgroup::CgroupHost& cgroups,
+                        uint32_t vcpus, bool pooled, microvm::VmRun& v) {
+  SAFEX_RETURN_IF_ERROR(microvm::CreateRunDirectory(o, req, v));
+  SAFEX_RETURN_IF_ERROR(microvm::PrepareDisks(plan, req, images, v));
+  SAFEX_RETURN_IF_ERROR(microvm::AttachNetwork(plan, req, o, v));
+  SAFEX_RETURN_IF_ERROR(microvm::PrepareOutputs(plan, v));
+  SAFEX_RETURN_IF_ERROR(microvm::CreateVmmCgroup(plan, req, o, cgroups, vcpus, v));
+  if (pooled) SAFEX_RETURN_IF_ERROR(v.cg->SetCpuPriority(/*low=*/true));
+  return Status::Ok();
+}
+
+// 6b. The workload's own report before its exec, compared with the plan: kGo only if it holds.
+std::function<bool(std::string_view)> GuestEvidenceCheck(const plan::Plan& plan,
+                                                         const ReportExpectations& expect,
+                                                         Enforcement& evidence,
+                                                         const microvm::VmRun& v, Accel accel) {
+  return [&plan, &expect, &evidence, &v, accel](std::string_view bytes) {
+    Result<SandboxReport> report = ParseSandboxReport(bytes);
+    if (!report.ok()) {
+      evidence.Compare("guest.report", "a report", "", "guest: " + report.status().message());
+      return false;
+    }
+    AddSandboxReportEvidence(plan, expect, *report, &evidence);
+    evidence.Compare("accelerator", microvm::AccelName(accel), microvm::QemuAccel(*v.cg),
+                     "host kernel: the command line of QEMU in the VMM's cgroup");
+    return !evidence.Differs();
+  };
+}
+
+// A refusal on the evidence: nothing of the program ran.
+RunResult RefusedByEvidence(const std::string& mode, Enforcement evidence,
+                            const Status& cg_teardown, microvm::VmRun& v) {
+  RunResult r;
+  r.backend_mode = mode;
+  r.refused_by_enforcement = true;
+  r.backend_error = "the host does not enforce the plan: " + evidence.Differences();
+  r.enforcement = std::move(evidence);
+  r.teardown_error = TearDown(cg_teardown, v, &r.denied_egress);
+  return r;
+}
+
+// 8-10, once the session ended and QEMU is reaped (cold and pooled alike): the VMM's cgroup
+// released, then nothing ran (a refusal or setup error with its reason) or what happened, the
+// outputs to the collector, the teardown.
+Result<RunResult> Conclude(const plan::Plan& plan, const RunRequest& req,
+                           const Result<microvm::LaunchResult>& launched, microvm::VmRun& v,
+                           Enforcement evidence, Accel accel, const std::string& mode,
+                           const MicrovmOptions& o) {
+  uint64_t vmm_oom = 0;
+  if (Result<uint64_t> ooms = v.cg->OomKills(); ooms.ok()) vmm_oom = *ooms;
+  const Status cg_teardown = v.cg->Destroy();
+  if (!launched.ok()) return launched.status().With("microvm: starting QEMU");
+  v.tap.Reset();
+  if (launched->session.refused_by_evidence) {
+    return RefusedByEvidence(mode, std::move(evidence), cg_teardown, v);
+  }
+  SAFEX_RETURN_IF_ERROR(microvm::NothingRan(*launched, vmm_oom, accel, o));
+  RunResult r = microvm::ResultOf(plan, launched->session, v.guest_mib, vmm_oom, mode);
+  if (launched->session.hello) {
+    evidence.Observed("guest.kernel", launched->session.hello->kernel_release,
+                      "guest agent's hello, before the program started");
+  }
+  r.enforcement = std::move(evidence);
+  if (v.receiver && req.collect_output) {
+    for (const microvm::OutputMountSpec& om : v.outputs) {
+      int fd = v.receiver->RootFd(om.mount_index);
+      if (fd >= 0) req.collect_output(plan.mounts[om.mount_index], fd);
+    }
+  }
+  r.teardown_error = TearDown(cg_teardown, v, &r.denied_egress);
+  return r;
+}
+
+}  // namespace
+
+Result<Accel> MicrovmDriver::Admit(const plan::Plan& plan, const RunRequest& req,
+                                   const Ready& ready) const {
+  SAFEX_ASSIGN_OR_RETURN(Accel accel,
+                         CheckRun(plan, req, options_, ready.kvm_usable, ready.kvm_detail));
+  SAFEX_RETURN_IF_ERROR(TcgAdmits(plan, accel == Accel::kTcg, ready.kvm_detail));
+  return accel;
+}
+
 // The script of one run: each step in the order it must happen (microvm/run_steps.h); VmRun's
 // members go in reverse order on every way out, after QEMU (always reaped by LaunchAndRun).
 Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& req) {
   const auto t_entry = std::chrono::steady_clock::now();
-  SAFEX_ASSIGN_OR_RETURN(const Ready* ready, EnsureReady());
+  SAFEX_ASSIGN_OR_RETURN(std::shared_ptr<const Ready> ready, EnsureReady());
   const MicrovmOptions& o = options_;
   // 0. Refusals: nothing has been created yet.
   SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
-  SAFEX_ASSIGN_OR_RETURN(Accel accel, CheckRun(plan, req, o, ready->kvm_usable, ready->kvm_detail));
-  SAFEX_RETURN_IF_ERROR(TcgAdmits(plan, accel == Accel::kTcg, ready->kvm_detail));
+  SAFEX_ASSIGN_OR_RETURN(Accel accel, Admit(plan, req, *ready));
   const uint32_t vcpus = std::clamp<uint32_t>(plan.microvm.vcpus, 1, 64);
-  // 1-5. The run's directory first (its input image lives there), the disks and the network
-  //      before the guest spec that names them, the output tmpfs, then the VMM's cgroup last
-  //      (QEMU is started straight into it).
+  // 1-5, then the guest spec naming what they made.
   microvm::VmRun v;
-  SAFEX_RETURN_IF_ERROR(microvm::CreateRunDirectory(o, req, v));
-  SAFEX_RETURN_IF_ERROR(microvm::PrepareDisks(plan, req, *ready->images, v));
-  SAFEX_RETURN_IF_ERROR(microvm::AttachNetwork(plan, req, o, v));
+  SAFEX_RETURN_IF_ERROR(
+      MakeRunResources(plan, req, o, *ready->images, *ready->cgroups, vcpus, false, v));
   SAFEX_ASSIGN_OR_RETURN(microvm::GuestSpec spec, microvm::BuildGuestSpec(plan, req.argv, v.in));
-  SAFEX_RETURN_IF_ERROR(microvm::PrepareOutputs(plan, v));
-  SAFEX_RETURN_IF_ERROR(microvm::CreateVmmCgroup(plan, req, o, *ready->cgroups, vcpus, v));
-  const std::string mode = std::string("microvm/") + microvm::AccelName(accel) +
-                           (v.net ? "/network=netns" : "/network=none");
+  const std::string mode = BackendMode(accel, v);
   // 5b. The evidence, before QEMU exists: a host that does not enforce the plan refuses the run.
   Enforcement evidence;
   microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
-  if (evidence.Differs()) {
-    RunResult r;
-    r.backend_mode = mode;
-    r.refused_by_enforcement = true;
-    r.backend_error = "the host does not enforce the plan: " + evidence.Differences();
-    r.enforcement = std::move(evidence);
-    r.teardown_error = TearDown(v.cg->Destroy(), v, &r.denied_egress);
-    return r;
-  }
+  if (evidence.Differs()) return RefusedByEvidence(mode, std::move(evidence), v.cg->Destroy(), v);
   if (req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed) != 0) {
     // Stopped before QEMU: nothing ran; everything made so far goes with VmRun.
     RunResult r;
@@ -409,58 +492,115 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
   const auto t_launch = std::chrono::steady_clock::now();
   microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
-  // 6b. The workload's own report before its exec, compared with the plan: kGo only if it holds.
-  const drivers::ReportExpectations expect = microvm::GuestReportExpectations(plan);
-  sc.on_evidence = [&plan, &expect, &evidence, &v, accel](std::string_view bytes) {
-    Result<SandboxReport> report = ParseSandboxReport(bytes);
-    if (!report.ok()) {
-      evidence.Compare("guest.report", "a report", "", "guest: " + report.status().message());
-      return false;
-    }
-    AddSandboxReportEvidence(plan, expect, *report, &evidence);
-    evidence.Compare("accelerator", microvm::AccelName(accel), microvm::QemuAccel(*v.cg),
-                     "host kernel: the command line of QEMU in the VMM's cgroup");
-    return !evidence.Differs();
-  };
+  const ReportExpectations expect = microvm::GuestReportExpectations(plan);
+  sc.on_evidence = GuestEvidenceCheck(plan, expect, evidence, v, accel);
   Result<microvm::LaunchResult> launched =
       microvm::LaunchAndRun(microvm::BuildLaunchSpec(o, req, li, v), sc);
   const auto t_session_end = std::chrono::steady_clock::now();
-  // QEMU is gone: its memory and tasks can be released, the tap's last user is gone.
-  uint64_t vmm_oom = 0;
-  if (Result<uint64_t> ooms = v.cg->OomKills(); ooms.ok()) vmm_oom = *ooms;
-  const Status cg_teardown = v.cg->Destroy();
-  if (!launched.ok()) return launched.status().With("microvm: starting QEMU");
-  v.tap.Reset();
-  if (launched->session.refused_by_evidence) {
-    // The workload's report differed from the plan: it never exec'd.
-    RunResult r;
-    r.backend_mode = mode;
-    r.refused_by_enforcement = true;
-    r.backend_error = "the host does not enforce the plan: " + evidence.Differences();
-    r.enforcement = std::move(evidence);
-    r.teardown_error = TearDown(cg_teardown, v, &r.denied_egress);
-    return r;
-  }
-  // 8-9. Nothing ran (a refusal or setup error with its reason), or what happened.
-  SAFEX_RETURN_IF_ERROR(microvm::NothingRan(*launched, vmm_oom, accel, o));
-  RunResult r = microvm::ResultOf(plan, launched->session, v.guest_mib, vmm_oom, mode);
-  if (launched->session.hello) {
-    evidence.Observed("guest.kernel", launched->session.hello->kernel_release,
-                      "guest agent's hello, before the program started");
-  }
-  r.enforcement = std::move(evidence);
-  // 10. Every process of the run is gone: the outputs to the collector, then the teardown.
-  if (v.receiver && req.collect_output) {
-    for (const microvm::OutputMountSpec& om : v.outputs) {
-      int fd = v.receiver->RootFd(om.mount_index);
-      if (fd >= 0) req.collect_output(plan.mounts[om.mount_index], fd);
-    }
-  }
-  r.teardown_error = TearDown(cg_teardown, v, &r.denied_egress);
-  if (o.timings_observer) {
+  // 8-10.
+  SAFEX_ASSIGN_OR_RETURN(RunResult r,
+                         Conclude(plan, req, launched, v, std::move(evidence), accel, mode, o));
+  if (o.timings_observer && launched.ok()) {
     o.timings_observer(Timings(launched->session, *launched, v, t_entry, t_launch, t_session_end));
   }
   return r;
+}
+
+// A pooled VM: a cold run's 0-5b for a request that has no program yet, QEMU started, and the
+// session until the agent's kHello (it then waits for the spec). What would refuse a cold run
+// fails the boot: nothing of any request existed.
+Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan& plan,
+                                                                const PrepareRequest& preq) {
+  // Taken before the boot: a change during it makes the VM stale at once, never current.
+  const std::string generation = SandboxGeneration(plan);
+  RunRequest req;
+  req.run_id = preq.sandbox_id;
+  req.cancel = preq.cancel;
+  SAFEX_ASSIGN_OR_RETURN(std::shared_ptr<const Ready> ready, EnsureReady());
+  const MicrovmOptions& o = options_;
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kMicrovm,
+                                      static_cast<bool>(o.network_provider)));
+  SAFEX_ASSIGN_OR_RETURN(Accel accel, Admit(plan, req, *ready));
+  const uint32_t vcpus = std::clamp<uint32_t>(plan.microvm.vcpus, 1, 64);
+  microvm::VmRun v;
+  SAFEX_RETURN_IF_ERROR(
+      MakeRunResources(plan, req, o, *ready->images, *ready->cgroups, vcpus, true, v));
+  Enforcement evidence;
+  microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
+  if (evidence.Differs()) {
+    return Status::Unavailable("microvm: a pooled VM could not be made: " +
+                               evidence.Differences());
+  }
+  const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
+  SAFEX_ASSIGN_OR_RETURN(microvm::LiveVm vm,
+                         microvm::LaunchVm(microvm::BuildLaunchSpec(o, req, li, v)));
+  microvm::SessionConfig boot;  // no spec: the session ends at kHello
+  boot.boot_timeout = o.boot_timeout;
+  boot.cancel = preq.cancel;
+  microvm::SessionResult booted = microvm::RunSession(vm.ctl.get(), vm.console.get(),
+                                                      vm.err.get(), vm.vmm.pidfd(), boot);
+  if (!booted.hello || booted.phase != microvm::Phase::kDone || booted.cancelled) {
+    microvm::LaunchResult failed{booted, vm.vmm.KillAndWait(), vm.argv, vm.vmm_start};
+    Status why = microvm::NothingRan(failed, 0, accel, o);
+    if (why.ok()) why = Status::Unavailable("microvm: the pooled boot was cancelled");
+    return why.With("microvm: a pooled VM could not be made");
+  }
+  const std::string mode = BackendMode(accel, v);
+  return std::unique_ptr<PreparedSandbox>(std::make_unique<microvm::PooledVm>(
+      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), std::move(v),
+      std::move(vm), *booted.hello, accel, mode, std::move(evidence)));
+}
+
+// The identity of QEMU, the guest kernel and initramfs, and of the plan's bind sources (whose
+// image the VM has attached): a change to any retires the waiting VMs.
+std::string MicrovmDriver::SandboxGeneration(const plan::Plan& plan) {
+  std::string generation;
+  for (const std::string& path : {options_.qemu_path, options_.kernel_path,
+                                  options_.initramfs_path}) {
+    generation += PathIdentity(path, true);
+  }
+  for (const plan::Mount& m : plan.mounts) {
+    if (m.kind == plan::MountKind::kBind) generation += PathIdentity(m.source, false);
+  }
+  return generation;
+}
+
+// The hand-over: the spec with the request's argv (and stdin) goes to the agent that waited
+// since its kHello; from there on it is a cold run's session (setup, evidence, program, outputs)
+// and its 8-10. The VM goes when this returns, whatever happened.
+Result<RunResult> MicrovmDriver::RunPrepared(std::unique_ptr<PreparedSandbox> prepared,
+                                             const plan::Plan& plan, const RunRequest& req) {
+  auto* pooled = dynamic_cast<microvm::PooledVm*>(prepared.get());
+  if (pooled == nullptr) return Status::InvalidArgument("microvm: not a pooled microVM");
+  SAFEX_ASSIGN_OR_RETURN(std::shared_ptr<const Ready> ready, EnsureReady());
+  const MicrovmOptions& o = options_;
+  // 0. What a cold run refuses, and what only a pooled VM cannot take.
+  SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
+  SAFEX_RETURN_IF_ERROR(Admit(plan, req, *ready).status());
+  if (plan::PlanDigest(plan) != pooled->plan_digest()) {
+    return Status::FailedPrecondition("microvm: pooled VM " + pooled->id() +
+                                      " was made from another plan; not used");
+  }
+  if (!req.input_dir.empty()) {
+    return Status::InvalidArgument(
+        "microvm: a pooled VM cannot take an input directory (its input is a disk attached at "
+        "boot)");
+  }
+  if (!pooled->Healthy()) {
+    return Status::Unavailable("microvm: pooled VM " + pooled->id() + " stopped while it waited");
+  }
+  microvm::VmRun& v = pooled->run();
+  v.in.has_stdin = req.stdin_data.has_value() && !req.stdin_data->empty();
+  SAFEX_ASSIGN_OR_RETURN(microvm::GuestSpec spec, microvm::BuildGuestSpec(plan, req.argv, v.in));
+  SAFEX_RETURN_IF_ERROR(v.cg->SetCpuPriority(/*low=*/false));
+  Enforcement evidence = pooled->enforcement();
+  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
+  sc.resumed_hello = pooled->hello();
+  const ReportExpectations expect = microvm::GuestReportExpectations(plan);
+  sc.on_evidence = GuestEvidenceCheck(plan, expect, evidence, v, pooled->accel());
+  Result<microvm::LaunchResult> launched = microvm::FinishVm(pooled->vm(), sc);
+  return Conclude(plan, req, launched, v, std::move(evidence), pooled->accel(), pooled->mode(),
+                  o);
 }
 
 Status MicrovmDriver::CleanupStale(int* cleaned) {

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -36,6 +37,10 @@
 #include "drivers/net/network_provider.h"
 #include "plan/backend_settings.h"
 #include "plan/plan.h"
+
+namespace safex::microvm {
+enum class Accel;  // qemu_command.h
+}  // namespace safex::microvm
 
 namespace safex::drivers {
 
@@ -122,6 +127,16 @@ class MicrovmDriver : public Driver {
 
   Result<RunResult> Run(const plan::Plan& plan, const RunRequest& request) override;
 
+  // The warm pool (drivers/driver.h; microvm/pooled_vm.h): a VM booted until its agent's kHello,
+  // waiting for the spec, so the kernel boot is off the request's path. A pooled VM cannot take
+  // an input directory (the input is a disk attached when QEMU starts): RunPrepared refuses one,
+  // and its TakesInput says so to the pool.
+  Result<std::unique_ptr<PreparedSandbox>> Prepare(const plan::Plan& plan,
+                                                   const PrepareRequest& request) override;
+  Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan,
+                                const RunRequest& request) override;
+  std::string SandboxGeneration(const plan::Plan& plan) override;
+
   // Crash recovery (the daemon calls it at start; needs no Probe and no QEMU): removes what runs
   // of a supervisor that died left behind under state_root: every process still in the run's VMM
   // cgroup (QEMU; normally already gone through its parent-death signal) is killed, the cgroup
@@ -145,12 +160,17 @@ class MicrovmDriver : public Driver {
 
  private:
   struct Ready;
-  Result<const Ready*> EnsureReady();
+  Result<std::shared_ptr<const Ready>> EnsureReady();
   Status TcgAdmits(const plan::Plan& plan, bool tcg, const std::string& kvm_detail) const;
+  // Run's refusals before anything exists (CheckRun, TcgAdmits); the accelerator otherwise.
+  Result<microvm::Accel> Admit(const plan::Plan& plan, const RunRequest& req,
+                               const Ready& ready) const;
 
   MicrovmOptions options_;
   mutable std::mutex mu_;
-  std::unique_ptr<Ready> ready_;  // guarded by mu_; immutable once set
+  // Guarded by mu_; each Ready immutable once set, replaced whole by a later Probe (a run keeps
+  // the one it started with).
+  std::shared_ptr<const Ready> ready_;
 };
 
 }  // namespace safex::drivers

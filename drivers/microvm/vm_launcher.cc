@@ -21,7 +21,7 @@ Result<std::pair<UniqueFd, UniqueFd>> SocketPair() {
 
 }  // namespace
 
-Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session) {
+Result<LiveVm> LaunchVm(LaunchSpec spec) {
   if (spec.disk_fds.size() != spec.vm.disks.size()) {
     return Status::Internal("microvm: disk fds do not match the disks");
   }
@@ -61,18 +61,29 @@ Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session)
   o.cgroup_procs_files = spec.cgroup_procs_files;
   auto t0 = std::chrono::steady_clock::now();
   SAFEX_ASSIGN_OR_RETURN(Subprocess vmm, Subprocess::Spawn(o));
-  auto spawned = std::chrono::steady_clock::now() - t0;
+  LiveVm vm;
+  vm.vmm_start = std::chrono::steady_clock::now() - t0;
+  vm.vmm = std::move(vmm);
+  vm.argv = o.argv;
   // Only QEMU holds the other ends now: EOF on ours means QEMU is gone.
-  ctl.second.Reset();
-  con.second.Reset();
-  err_w.Reset();
+  vm.ctl = std::move(ctl.first);
+  vm.console = std::move(con.first);
+  vm.err = std::move(err_r);
+  return vm;
+}
 
+LaunchResult FinishVm(LiveVm& vm, const SessionConfig& session) {
   LaunchResult r;
-  r.argv = o.argv;
-  r.vmm_start = spawned;
-  r.session = RunSession(ctl.first.get(), con.first.get(), err_r.get(), vmm.pidfd(), session);
-  r.vmm = vmm.KillAndWait();
+  r.argv = vm.argv;
+  r.vmm_start = vm.vmm_start;
+  r.session = RunSession(vm.ctl.get(), vm.console.get(), vm.err.get(), vm.vmm.pidfd(), session);
+  r.vmm = vm.vmm.KillAndWait();
   return r;
+}
+
+Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session) {
+  SAFEX_ASSIGN_OR_RETURN(LiveVm vm, LaunchVm(std::move(spec)));
+  return FinishVm(vm, session);
 }
 
 }  // namespace safex::microvm

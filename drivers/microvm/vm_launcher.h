@@ -1,5 +1,5 @@
 // Starts one QEMU process for a VmConfig, runs the session with its guest (vm_session.h) and always
-// kills and reaps QEMU before returning: no VMM outlives a call.
+// kills and reaps QEMU when the session ends: no VMM outlives its LiveVm.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "common/subprocess.h"
+#include "common/unique_fd.h"
 #include "drivers/microvm/qemu_command.h"
 #include "drivers/microvm/vm_session.h"
 
@@ -35,7 +36,20 @@ struct LaunchResult {
   std::chrono::nanoseconds vmm_start{0};  // spawning QEMU until its execve
 };
 
+// A started QEMU and the host's ends of its channel, console and stderr (the warm pool keeps one
+// booted guest waiting between LaunchVm and FinishVm). Destroying it kills and reaps QEMU.
+struct LiveVm {
+  Subprocess vmm;
+  UniqueFd ctl, console, err;
+  std::vector<std::string> argv;
+  std::chrono::nanoseconds vmm_start{0};
+};
+
 // Non-ok when QEMU could not be started (nothing booted).
+Result<LiveVm> LaunchVm(LaunchSpec spec);
+// The session with the guest (vm_session.h) on `vm`, then QEMU killed and reaped.
+LaunchResult FinishVm(LiveVm& vm, const SessionConfig& session);
+// LaunchVm, then FinishVm: one cold run.
 Result<LaunchResult> LaunchAndRun(LaunchSpec spec, const SessionConfig& session);
 
 }  // namespace safex::microvm

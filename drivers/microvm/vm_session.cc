@@ -63,6 +63,10 @@ class Session {
     SetNonBlocking(ctl);
     SetNonBlocking(con);
     SetNonBlocking(err);
+    if (c_.resumed_hello) {
+      r_.hello = c_.resumed_hello;
+      SendSpec();
+    }
     bool vmm_alive = true;
     while (r_.phase != Phase::kDone && r_.violation.empty() && !r_.output_cap_hit) {
       if (c_.cancel != nullptr && c_.cancel->load(std::memory_order_relaxed) != 0) {
@@ -260,9 +264,14 @@ class Session {
     r_.hello = h;
     r_.t_hello = Since();
     if (c_.spec_payload.empty()) {
-      r_.phase = Phase::kDone;  // a probe boot
+      r_.phase = Phase::kDone;  // a probe boot, or a pooled one (resumed later)
       return;
     }
+    SendSpec();
+  }
+
+  // The spec and stdin after kHello (in this session, or a pooled VM's earlier one).
+  void SendSpec() {
     QueueFrame(FrameType::kSpec, c_.spec_payload);
     if (c_.stdin_data) {
       std::string_view in = *c_.stdin_data;
@@ -405,6 +414,25 @@ std::string Sanitize(std::string_view s, size_t max) {
     out.push_back((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' ? ch : '?');
   }
   return out;
+}
+
+bool WaitingGuestHealthy(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd) {
+  pollfd fds[4] = {{vmm_pidfd, POLLIN, 0},
+                   {ctl_fd, POLLIN, 0},
+                   {console_fd, POLLIN, 0},
+                   {stderr_fd, POLLIN, 0}};
+  if (poll(fds, 4, 0) < 0) return errno == EINTR;
+  if (fds[0].revents != 0 || fds[1].revents != 0) return false;
+  char buf[4096];
+  for (int i : {2, 3}) {
+    if (fds[i].revents == 0) continue;
+    // Bounded: a console that never stops talking is read again at the next check.
+    SetNonBlocking(fds[i].fd);
+    for (int k = 0; k < 64; ++k) {
+      if (read(fds[i].fd, buf, sizeof buf) <= 0) break;
+    }
+  }
+  return true;
 }
 
 SessionResult RunSession(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd,

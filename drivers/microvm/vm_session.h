@@ -30,7 +30,10 @@ enum class Phase { kBooting, kSetup, kRunning, kOutputs, kDone };
 const char* PhaseName(Phase p);
 
 struct SessionConfig {
-  std::string spec_payload;  // kSpec; empty for a probe boot (stop at kHello)
+  std::string spec_payload;  // kSpec; empty for a probe boot or a pooled boot (stop at kHello)
+  // A pooled VM (the warm pool): its guest said this kHello in an earlier session on the same
+  // channel and has waited since. The session starts in setup and sends the spec at once.
+  std::optional<Hello> resumed_hello;
   // Borrowed (must outlive the session): stdin can be 64 MiB, and copies of it add up.
   const std::string* stdin_data = nullptr;
   uint64_t output_cap = 0;  // stdout + stderr bytes accepted from the guest
@@ -80,6 +83,12 @@ struct SessionResult {
 // REQUIRES: the fds are valid; ctl_fd and console_fd are stream sockets (set non-blocking here).
 SessionResult RunSession(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd,
                          const SessionConfig& config);
+
+// A booted guest waiting for its spec (the warm pool): drains what the kernel console and QEMU's
+// stderr wrote meanwhile (so neither blocks the VM), never blocking. False once QEMU exited or the
+// channel has anything to say (EOF, or a frame the waiting agent never sends): the VM is no
+// longer one to hand out.
+bool WaitingGuestHealthy(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd);
 
 // Printable ASCII only (other bytes as '?'), for text from the guest or QEMU in host messages.
 std::string Sanitize(std::string_view s, size_t max);

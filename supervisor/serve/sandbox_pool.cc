@@ -135,13 +135,16 @@ bool SandboxPool::RecordMade(const drivers::PreparedSandbox& sb,
 }
 
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& policy_name,
-                                                            const std::string& plan_digest) {
+                                                            const std::string& plan_digest,
+                                                            bool with_input) {
   std::unique_ptr<drivers::PreparedSandbox> found;
   {
     std::unique_lock<std::mutex> l(mu_);
     auto it = pools_.find(policy_name);
     if (it == pools_.end()) return nullptr;  // not a pooled policy: neither hit nor miss
     Pool& pool = it->second;
+    // A backend whose pooled sandboxes cannot take input (microVM): neither hit nor miss.
+    if (with_input && !pool.takes_input) return nullptr;
     const auto until = std::chrono::steady_clock::now() + kTakeWait;
     // None ready, but one of this plan is booting or about to (the pool is below its size): it
     // is ready sooner than a sandbox of the run's own would be (a whole boot), so the run waits
@@ -348,6 +351,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
                       stopping_.load() != 0 ? "the service stopped"
                                             : "made for a plan that is no longer current"});
     } else {
+      pool.takes_input = (*made)->TakesInput();
       pool.ready.push_back(std::move(made).value());
     }
   }

@@ -78,9 +78,11 @@ class SandboxPool : public supervisor::SandboxSource {
 
   // A ready sandbox made from exactly that plan; those of another plan are skipped (the tending
   // thread evicts them), never handed out. When none is ready but one of that plan is booting,
-  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would.
+  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would. A run
+  // `with_input` gets nothing from a pool whose sandboxes cannot take input (TakesInput).
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
-                                                 const std::string& plan_digest) override;
+                                                 const std::string& plan_digest,
+                                                 bool with_input) override;
 
   PoolStats stats() const;
 
@@ -92,6 +94,7 @@ class SandboxPool : public supervisor::SandboxSource {
     uint64_t memory_bytes = 0;                // the plan's memory limit, per sandbox
     std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
     uint32_t booting = 0;
+    bool takes_input = true;  // what its last sandbox made said (PreparedSandbox::TakesInput)
     bool over_budget_logged = false;
     uint32_t failures = 0;       // failed boots in a row
     int64_t retry_after_ns = 0;  // no boot before this after a failure (backoff)

@@ -619,9 +619,9 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     // writes the suite's audit log and keeps its runs' state under its own state directory.
     std::string name = fs::path(r.policy_path).stem().string();
     args = {o_.safex, "submit", "--socket", serve_socket_, "--policy", name, "--json"};
-    // A pooled policy's run without input files is handed a pooled sandbox: the suite makes
-    // sure one is ready for it (AdmitPooled, below), and checks that it was used.
-    r.expect_pooled = pooled_policies_.count(name) > 0 && !inv.input;
+    // A pooled policy's run (with its input files or without) is handed a pooled sandbox: the
+    // suite makes sure one is ready for it (AdmitPooled, below), and checks that it was used.
+    r.expect_pooled = pooled_policies_.count(name) > 0;
   } else {
     args = {o_.safex,      "run",           "--policy",
             r.policy_path, "--search-path", o_.source_dir + "/policies/examples",
@@ -1274,7 +1274,7 @@ std::string Suite::Report() const {
         "`safex serve` the suite starts (same audit log, policies by name from the service's "
         "policy directory), for every case whose runs the service can take; the service keeps a "
         "warm pool for the wrappers of python-untrusted and base-untrusted, and each of their "
-        "runs without input files is run in a pooled sandbox (checked: a cell fails otherwise). "
+        "runs (input files included) is run in a pooled sandbox (checked: a cell fails otherwise). "
         "A cell says what was observed:\n\n";
   md << "- **contained**: the expected outcome, the right verdict and exit status, the run in the "
         "audit log with that verdict, nothing left behind that names the run, and the probe itself "

@@ -4,9 +4,14 @@
 // the CPU count start at the hand-over), and each sandbox serves one run.
 #include <gmock/gmock.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <thread>
+
+#include "common/fs_tree.h"
 
 #include "plan/plan_json.h"
 #include "tests/drivers/gvisor_test_fixture.h"
@@ -80,6 +85,47 @@ TEST_F(GvisorPoolTest, AFileWrittenByOnePooledRunIsAbsentInTheNext) {
   RunResult r = MustRunPooled(std::move(second), p,
                               {"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
   EXPECT_EQ(r.stdout_stream.data, "absent\n");
+}
+
+// The request's input snapshot reaches the sandbox booted without it: moved into the stand-in
+// bound since the boot, seen at once, read-only to the program as in a cold run (same listing,
+// same modes), and the snapshot is left empty (the entries moved, nothing copied).
+TEST_F(GvisorPoolTest, TheInputSnapshotIsMovedIntoTheWaitingSandbox) {
+  plan::Plan p = BasePlan();
+  p.mounts.push_back(Input("/data/in"));
+  char tmpl[] = "/tmp/safex-pool-input-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string snapshot = tmpl;
+  ASSERT_EQ(mkdir((snapshot + "/sub").c_str(), 0555), 0);
+  std::ofstream(snapshot + "/given.txt") << "input data";
+  ASSERT_EQ(chmod((snapshot + "/given.txt").c_str(), 0444), 0);
+  ASSERT_EQ(chmod(snapshot.c_str(), 0555), 0);
+  const std::vector<std::string> argv = {
+      "/bin/sh", "-c",
+      "cat /data/in/given.txt; echo; ls -ln /data/in | grep -v ^total | cut -c1-10; stat -c %a /data/in; "
+      "echo x > /data/in/new || echo refused"};
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  RunRequest req;
+  req.run_id = NextRunId();
+  req.argv = argv;
+  req.input_dir = snapshot;
+  auto pooled = driver_->RunPrepared(std::move(sb), p, req);
+  ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
+  EXPECT_EQ(pooled->teardown_error, "");
+  EXPECT_EQ(pooled->stdout_stream.data,
+            "input data\n-r--r--r--\ndr-xr-xr-x\n555\nrefused\n");
+  chmod(snapshot.c_str(), 0755);
+  EXPECT_TRUE(ListDirectoryOrEmpty(snapshot).empty()) << "the entries were moved, not copied";
+  // The same listing in a cold run of the same snapshot.
+  std::ofstream(snapshot + "/given.txt") << "input data";
+  ASSERT_EQ(chmod((snapshot + "/given.txt").c_str(), 0444), 0);
+  ASSERT_EQ(mkdir((snapshot + "/sub").c_str(), 0555), 0);
+  ASSERT_EQ(chmod(snapshot.c_str(), 0555), 0);
+  auto cold = Run(p, argv, std::nullopt, nullptr, snapshot);
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  EXPECT_EQ(cold->stdout_stream.data, pooled->stdout_stream.data);
+  EXPECT_TRUE(RemoveTree(snapshot).ok());
 }
 
 // Not `runsc exec`, which on this runsc skips the OCI filter: the program is the launcher's

@@ -74,8 +74,24 @@ TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
   EXPECT_EQ(second["stdout"]["text"], "absent\n") << second.dump();
   ASSERT_TRUE(second.contains("sandbox")) << second.dump();
   EXPECT_NE(second["sandbox"]["id"], first_sandbox);
-  EXPECT_GE(Metric("safex_pool_hits_total"), 2);
-  EXPECT_GE(Metric("safex_pool_refills_total"), 3);
+  // A run with input files is pooled too: the files are moved into the waiting sandbox.
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
+  const std::string in = h_.dir().Join("in");
+  std::filesystem::create_directories(in);
+  std::ofstream(in + "/numbers.txt") << "1 2 3\n";
+  ProcessOutput with_input = h_.Submit(
+      "python-untrusted",
+      {"/bin/sh", "-c", "cat /data/in/numbers.txt; echo x >> /data/in/numbers.txt || echo ro"},
+      {"--json", "--input", in});
+  json third = json::parse(with_input.out, nullptr, false);
+  ASSERT_FALSE(third.is_discarded()) << with_input.out << with_input.err;
+  EXPECT_EQ(third["stdout"]["text"], "1 2 3\nro\n") << third.dump();
+  ASSERT_TRUE(third.contains("sandbox")) << third.dump();
+  EXPECT_EQ(third["sandbox"]["pooled"], true);
+  std::ifstream given(in + "/numbers.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(given), {}), "1 2 3\n");
+  EXPECT_GE(Metric("safex_pool_hits_total"), 3);
+  EXPECT_GE(Metric("safex_pool_refills_total"), 4);
 
   // Each run's end event names its sandbox, and the log verifies (one run per sandbox).
   auto log = h_.OpenAudit();
