@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -167,6 +168,56 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
   EXPECT_TRUE(pooled.contains("sandbox")) << pooled.dump();
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
   ExpectNoLeaks();
+}
+
+// A pool of a microVM policy: its guest waits booted at the agent's hello; a run without input
+// is handed it, a run with input files makes its own VM (its input is a disk attached at boot);
+// at the stop the waiting VM goes whole (QEMU, its cgroup, its directory).
+TEST_F(ServePoolTest, AMicrovmPoolServesRunsWithoutInputAndLeavesInputRunsCold) {
+  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
+                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
+                "QEMU and the installed guest (scripts/install-deps.sh)");
+  const std::string microvm_runs = "/var/lib/safex/microvm/runs";
+  const std::string ready = "safex_pool_ready{policy=\"base-microvm\"}";
+  h_.dir().Write(
+      "policies/base-microvm.policy",
+      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = "    pool \"base-microvm\" { size = 1 }\n"}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  ASSERT_TRUE(WaitMetric(ready, 1)) << h_.log();
+
+  ProcessOutput r = h_.Submit("base-microvm", {"/bin/sh", "-c", "uname -r; echo pooled"}, {"--json"});
+  json pooled = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(pooled.is_discarded()) << r.out << r.err;
+  EXPECT_EQ(pooled["verdict"], "ok") << pooled.dump();
+  ASSERT_TRUE(pooled.contains("sandbox")) << pooled.dump();
+  EXPECT_EQ(pooled["sandbox"]["pooled"], true);
+  EXPECT_THAT(pooled["stdout"]["text"].get<std::string>(), HasSubstr("pooled\n"));
+
+  ASSERT_TRUE(WaitMetric(ready, 1)) << h_.log();
+  const std::string in = h_.dir().Join("in");
+  std::filesystem::create_directories(in);
+  std::ofstream(in + "/numbers.txt") << "1 2 3\n";
+  r = h_.Submit("base-microvm", {"/bin/cat", "/data/in/numbers.txt"}, {"--json", "--input", in});
+  json cold = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(cold.is_discarded()) << r.out << r.err;
+  EXPECT_EQ(cold["verdict"], "ok") << cold.dump();
+  EXPECT_EQ(cold["stdout"]["text"], "1 2 3\n");
+  EXPECT_FALSE(cold.contains("sandbox")) << "a run with input files is not pooled on microVM";
+  EXPECT_EQ(Metric(ready), 1) << "the waiting VM was not taken";
+
+  auto log = h_.OpenAudit();
+  ASSERT_NE(log, nullptr);
+  auto verified = log->Verify();
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok) << verified->problem;
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+  for (const auto& e : std::filesystem::directory_iterator(microvm_runs)) {
+    EXPECT_FALSE(e.path().filename().string().starts_with("sbx-")) << "left: " << e.path();
+  }
 }
 
 // Killed with sandboxes waiting: the next start removes them (they never ran anything, so no
