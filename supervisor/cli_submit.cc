@@ -1,5 +1,6 @@
 // `safex submit`: one run through the safex service, with the exit statuses of `safex run`
-// (docs/cli.md). Prints the program's output as `safex run` does, or the JSON result (--json).
+// (docs/cli.md). Prints the program's output as the service validates it (the run's event
+// stream), then what `safex run` prints after it; or the JSON result (--json).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -216,6 +217,64 @@ Status FetchOutputs(const SubmitFlags& f, const std::string& run_id, size_t* cou
   return Status::Ok();
 }
 
+// What the event stream printed so far (human mode): the result's streams are whole, so only
+// what they hold beyond this is written at the end.
+struct Printed {
+  std::string out, err;
+};
+
+// One line of the run's event stream: validated output is written as it comes; the result
+// event's object is kept for the end.
+void OnEvent(std::string_view line, Printed* printed, json* result) {
+  json ev = json::parse(line, nullptr, false);
+  if (!ev.is_object()) return;
+  const std::string type = Str(ev, "type");
+  if (type == "result" && ev.contains("result") && ev["result"].is_object()) {
+    *result = std::move(ev["result"]);
+    return;
+  }
+  if (type != "stdout" && type != "stderr") return;
+  std::string bytes = Str(ev, "data");
+  if (auto it = ev.find("data_base64"); it != ev.end() && it->is_string()) {
+    bytes = serve::Base64Decode(it->get<std::string>()).value_or("");
+  }
+  const bool out = type == "stdout";
+  WriteAll(out ? STDOUT_FILENO : STDERR_FILENO, bytes);
+  (out ? printed->out : printed->err) += bytes;
+}
+
+// The rest of a stream: what the whole validated stream holds beyond what was printed live.
+// A stream that does not continue what was printed (a rejection found at the end) adds nothing.
+void WriteRest(int fd, const std::string& whole, const std::string& printed) {
+  if (whole.size() >= printed.size() && whole.compare(0, printed.size(), printed) == 0) {
+    WriteAll(fd, std::string_view(whole).substr(printed.size()));
+  }
+}
+
+// The POST. --json: the answer once the run has ended. Otherwise the run's event stream
+// (`Accept: application/x-ndjson`), its output printed as the service validates it and the
+// result object taken from the last event, as the body of the answer. Either way the service
+// names the run at admission (a 102 interim response), so that a connection lost afterwards is an
+// unknown outcome of a known run, never a "refused" for a run that went on.
+Result<serve::HttpResponse> Post(const SubmitFlags& f, const std::string& body, Printed* printed) {
+  serve::HttpCallOptions call;
+  call.headers = {"Prefer: safex-run-id"};
+  if (f.json) return serve::HttpCall(f.socket, "POST", "/v1/runs", body, call);
+  call.headers.push_back("Accept: application/x-ndjson");
+  json result;
+  SAFEX_ASSIGN_OR_RETURN(
+      serve::HttpResponse resp,
+      serve::HttpStream(
+          f.socket, "POST", "/v1/runs", body,
+          [&](std::string_view line) { OnEvent(line, printed, &result); }, call));
+  if (resp.content_type.starts_with("application/x-ndjson")) {
+    if (!result.is_object()) resp.complete = false;  // the stream ended before its result
+    resp.body = result.is_object() ? result.dump(-1, ' ', false, json::error_handler_t::replace)
+                                   : "";
+  }
+  return resp;
+}
+
 int DoSubmit(const SubmitFlags& f) {
   serve::SubmitRequest req;
   req.policy = f.policy;
@@ -236,11 +295,8 @@ int DoSubmit(const SubmitFlags& f) {
   }
   auto body = serve::EncodeSubmitRequest(req);
   if (!body.ok()) return Refuse(body.status().message(), f.json);
-  // The service names the run at admission (a 102 interim response), so that a connection lost
-  // afterwards is an unknown outcome of a known run, never a "refused" for a run that went on.
-  serve::HttpCallOptions call;
-  call.headers = {"Prefer: safex-run-id"};
-  auto resp = serve::HttpCall(f.socket, "POST", "/v1/runs", *body, call);
+  Printed printed;
+  auto resp = Post(f, *body, &printed);
   if (!resp.ok()) return Refuse(resp.status().message(), f.json);
   if (!resp->complete) return UnknownOutcome(f.socket, resp->run_id, f.json);
   json j = json::parse(resp->body, nullptr, false);
@@ -269,10 +325,10 @@ int DoSubmit(const SubmitFlags& f) {
     WriteAll(STDOUT_FILENO, resp->body + "\n");
     return exit_status;
   }
-  // As `safex run` prints a report (cli_run.cc): the program's output, diagnostics, then one
-  // line about anything but a plain exit.
-  if (j.contains("stdout")) WriteAll(STDOUT_FILENO, StreamBytes(j["stdout"]));
-  if (j.contains("stderr")) WriteAll(STDERR_FILENO, StreamBytes(j["stderr"]));
+  // As `safex run` prints a report (cli_run.cc): the program's output (what the stream did not
+  // already print), diagnostics, then one line about anything but a plain exit.
+  if (j.contains("stdout")) WriteRest(STDOUT_FILENO, StreamBytes(j["stdout"]), printed.out);
+  if (j.contains("stderr")) WriteRest(STDERR_FILENO, StreamBytes(j["stderr"]), printed.err);
   std::string diagnostics = Str(j, "diagnostics_text");
   if (!diagnostics.empty()) WriteAll(STDERR_FILENO, diagnostics);
   std::string verdict = Str(j, "verdict");

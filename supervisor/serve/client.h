@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,16 @@ struct HttpCallOptions {
 Result<HttpResponse> HttpCall(const std::string& socket_path, const std::string& method,
                               const std::string& target, const std::string& body,
                               const HttpCallOptions& options = {});
+
+// The same request, for an answer that is an event stream (`Accept: application/x-ndjson` on
+// POST /v1/runs, or GET /v1/runs/ID/events): each complete line of a chunked response body is
+// given to `on_line` as it arrives (without its newline). The returned response has the status,
+// the run id and, for a response that is not chunked (an error, a refusal), its whole body;
+// `complete` is false when the connection ended before the stream's last chunk.
+Result<HttpResponse> HttpStream(const std::string& socket_path, const std::string& method,
+                                const std::string& target, const std::string& body,
+                                const std::function<void(std::string_view line)>& on_line,
+                                const HttpCallOptions& options = {});
 
 // Parses a whole response (exposed for tests).
 Result<HttpResponse> ParseHttpResponse(const std::string& raw);

@@ -1097,7 +1097,18 @@ struct Server::Impl {
     }
     jobs_cv.notify_one();
     SendRunId(c, entry->run_id);
-    Await(c, entry, /*cancel_on_hangup=*/true);
+    AwaitOrStream(c, entry);
+  }
+
+  // A waiting POST's answer: the result when the run ends, or, when the client accepts
+  // application/x-ndjson, the run's event stream from its first event (the output as it is
+  // validated, the result last). Either way the client going away cancels the run.
+  void AwaitOrStream(Conn& c, std::shared_ptr<RunEntry> run) {
+    const std::string* accept = c.parser.request().Header("accept");
+    if (accept != nullptr && accept->find("application/x-ndjson") != std::string::npos) {
+      return StreamRun(c, std::move(run), 0, /*cancel_on_hangup=*/true);
+    }
+    Await(c, std::move(run), /*cancel_on_hangup=*/true);
   }
 
   static bool ValidIdempotencyKey(const std::string& k) {
@@ -1136,7 +1147,7 @@ struct Server::Impl {
     ServeLog("run " + run->run_id + ": retried request answered with the same run (uid " +
              std::to_string(c.caller.uid) + ")");
     if (!wait) return Respond(c, AcceptedResponse(*run));
-    Await(c, run, /*cancel_on_hangup=*/true);
+    AwaitOrStream(c, run);
   }
 
   // The connection is answered when `run` ends (PumpRuns). A waiting POST's client that goes
@@ -1330,13 +1341,21 @@ struct Server::Impl {
       }
       from = std::stoull(std::string(v));
     }
+    StreamRun(c, std::move(e), from, /*cancel_on_hangup=*/false);
+  }
+
+  // The connection follows `run`'s events from `from`, chunked (PumpRun). A follower going away
+  // leaves the run alone; a streaming POST's (cancel_on_hangup) cancels it, as a waiting one's.
+  void StreamRun(Conn& c, std::shared_ptr<RunEntry> run, size_t from, bool cancel_on_hangup) {
     c.state = Conn::State::kStreaming;
-    c.run = std::move(e);
     c.next_event = from;
+    c.cancel_on_hangup = cancel_on_hangup;
     c.out =
         "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n"
-        "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+        "Safex-Run-Id: " +
+        run->run_id + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
     c.out_off = 0;
+    c.run = std::move(run);
     if (c.in_epoll) EpollMod(c, EPOLLOUT);
     PumpRun(c);
   }
@@ -1493,7 +1512,7 @@ struct Server::Impl {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) break;
-        return Close(c.id);  // the reader is gone
+        return HungUp(c);  // the reader is gone
       }
       c.out_off += static_cast<size_t>(n);
     }
@@ -1532,9 +1551,12 @@ struct Server::Impl {
     }
   }
 
-  // A waiting POST's client hung up: nobody is left to receive its run, so the run is cancelled.
+  // A waiting (or streaming) POST's client hung up: nobody is left to receive its run, so the run
+  // is cancelled. A follower's going away is only its connection's end.
   void HungUp(Conn& c) {
-    if (c.state == Conn::State::kAwaiting && c.cancel_on_hangup && c.run) {
+    const bool waiting =
+        c.state == Conn::State::kAwaiting || c.state == Conn::State::kStreaming;
+    if (waiting && c.cancel_on_hangup && c.run) {
       RunEntry& e = *c.run;
       bool cancel = false;
       {
@@ -1702,7 +1724,15 @@ struct Server::Impl {
         }
         (c->state == Conn::State::kReading ? late_readers : late_writers).push_back(id);
       }
-      for (uint64_t id : late_writers) Close(id);
+      for (uint64_t id : late_writers) {
+        // A streaming POST's reader that stopped reading is gone as far as its run is concerned.
+        auto it = conns.find(id);
+        if (it != conns.end() && it->second->state == Conn::State::kStreaming) {
+          HungUp(*it->second);
+        } else {
+          Close(id);
+        }
+      }
       for (uint64_t id : late_readers) {
         auto it = conns.find(id);
         if (it == conns.end()) continue;

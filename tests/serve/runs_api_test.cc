@@ -5,6 +5,7 @@
 // behind.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/subprocess.h"
+#include "common/unique_fd.h"
 #include "supervisor/serve/client.h"
 #include "supervisor/serve/unix_socket.h"
 #include "tests/serve/serve_fixture.h"
@@ -469,6 +472,102 @@ TEST_F(RunsApiTest, CallersChooseOnlyWhatThePolicysCallerBlockLists) {
     EXPECT_EQ(resp->status, 400) << bad.dump() << ": " << resp->body;
     EXPECT_EQ(AuditRun(Parse(resp->body)["run_id"]).state, "refused") << bad.dump();
   }
+  ExpectNoLeaks();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+}
+
+// POST /v1/runs with `Accept: application/x-ndjson` answers with the run's event stream: the
+// output as the program writes it (here a line 2 s before the next), the result last; `safex
+// submit` prints from that stream, so its first line is out while the program still runs.
+TEST_F(RunsApiTest, AStreamingPostDeliversOutputAsItComesAndSubmitPrintsIt) {
+  StartAndSnapshot();
+  json body = {{"policy", "base-untrusted"},
+               {"argv", {"sh", "-c", "echo first; sleep 2; echo second"}}};
+  std::string out;
+  json result;
+  Clock::time_point first_at, result_at;
+  serve::HttpCallOptions call;
+  call.headers = {"Accept: application/x-ndjson"};
+  auto resp = serve::HttpStream(
+      h_.socket(), "POST", "/v1/runs", body.dump(),
+      [&](std::string_view line) {
+        json ev = Parse(std::string(line));
+        if (ev["type"] == "stdout") {
+          if (out.empty()) first_at = Clock::now();
+          out += ev["data"].get<std::string>();
+        } else if (ev["type"] == "result") {
+          result_at = Clock::now();
+          result = ev["result"];
+        }
+      },
+      call);
+  ASSERT_TRUE(resp.ok()) << resp.status().ToString();
+  EXPECT_EQ(resp->status, 200);
+  EXPECT_TRUE(resp->complete);
+  EXPECT_FALSE(resp->run_id.empty());
+  EXPECT_EQ(out, "first\nsecond\n");
+  EXPECT_EQ(result["verdict"], "ok") << result.dump();
+  EXPECT_EQ(result["run_id"], resp->run_id);
+  EXPECT_GT(result_at - first_at, std::chrono::milliseconds(1500)) << "the first line came late";
+
+  // `safex submit`: the first line on its stdout while the program sleeps.
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  UniqueFd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  SpawnOptions o;
+  o.argv = {testing::SafexBinary(), "submit", "--socket", h_.socket(), "--policy",
+            "base-untrusted", "--", "sh", "-c", "echo first; sleep 3; echo second"};
+  o.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
+  auto submit = Subprocess::Spawn(o);
+  ASSERT_TRUE(submit.ok()) << submit.status().ToString();
+  write_end.Reset();
+  std::string printed;
+  char buf[256];
+  while (printed.find('\n') == std::string::npos) {
+    ssize_t n = read(read_end.get(), buf, sizeof(buf));
+    if (n <= 0) break;
+    printed.append(buf, size_t(n));
+  }
+  EXPECT_EQ(printed, "first\n");
+  EXPECT_FALSE(submit->Wait(Clock::now()).value().has_value())
+      << "safex submit ended before the program's second line";
+  for (ssize_t n; (n = read(read_end.get(), buf, sizeof(buf))) > 0;) printed.append(buf, size_t(n));
+  auto ended = submit->Wait(Clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(ended.ok() && ended->has_value());
+  EXPECT_TRUE((*ended)->exited && (*ended)->code == 0);
+  EXPECT_EQ(printed, "first\nsecond\n");
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+}
+
+// A streaming POST's client that goes away cancels its run, as a waiting one's does.
+TEST_F(RunsApiTest, AStreamingClientThatHangsUpCancelsItsRun) {
+  StartAndSnapshot();
+  json body = {{"policy", "python-untrusted"}, {"argv", {"sleep", "60"}}};
+  const std::string text = body.dump();
+  auto fd = serve::ConnectUnix(h_.socket());
+  ASSERT_TRUE(fd.ok());
+  const std::string req =
+      "POST /v1/runs HTTP/1.1\r\nAccept: application/x-ndjson\r\nContent-Length: " +
+      std::to_string(text.size()) + "\r\n\r\n" + text;
+  ASSERT_EQ(send(fd->get(), req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+  std::string head;
+  char buf[1024];
+  while (head.find("\r\n\r\n") == std::string::npos) {
+    ssize_t n = recv(fd->get(), buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    head.append(buf, size_t(n));
+  }
+  EXPECT_THAT(head, HasSubstr("Transfer-Encoding: chunked"));
+  const size_t at = head.find("Safex-Run-Id: ");
+  ASSERT_NE(at, std::string::npos) << head;
+  const std::string id = head.substr(at + 14, head.find("\r\n", at) - at - 14);
+  WaitState(id, "running");
+  fd->Reset();  // gone
+  json r = WaitResult(id);
+  EXPECT_EQ(r["verdict"], "interrupted");
+  EXPECT_THAT(r["reason"].get<std::string>(), HasSubstr("went away"));
   ExpectNoLeaks();
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
 }
