@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/microvm/bench_plan.h"
 #include "drivers/microvm/host_tsc.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/vm_launcher.h"
@@ -34,36 +35,6 @@ Ns Median(std::vector<Ns> v) {
   if (v.empty()) return Ns(0);
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-safex::plan::Mount Bind(const std::string& p) {
-  safex::plan::Mount m;
-  m.kind = safex::plan::MountKind::kBind;
-  m.source = p;
-  m.target = p;
-  return m;
-}
-
-safex::plan::Plan BasePlan() {
-  safex::plan::Plan p;
-  p.backend = safex::plan::Backend::kMicrovm;
-  p.limits.wall_time_ns = 30'000'000'000ull;
-  p.limits.cpu_time_ns = 10'000'000'000ull;
-  p.limits.memory_bytes = 256ull << 20;
-  p.limits.pids = 64;
-  p.limits.open_files = 256;
-  p.limits.output_bytes = 1 << 20;
-  p.limits.disk_bytes = 64ull << 20;
-  p.limits.cpus = 1;
-  p.env = {{"PATH", "/usr/bin:/bin"}};
-  safex::plan::Mount tmp;
-  tmp.kind = safex::plan::MountKind::kTmpfs;
-  tmp.target = "/tmp";
-  tmp.read_only = false;
-  tmp.size_bytes = 64ull << 20;
-  tmp.noexec = true;
-  p.mounts.push_back(tmp);
-  return p;
 }
 
 void PrintRow(const char* name, const std::vector<MicrovmRunTimings>& ts,
@@ -156,8 +127,8 @@ int main(int argc, char** argv) {
     Report(title, collected);
   };
 
-  safex::plan::Plan bb = BasePlan();
-  bb.mounts.push_back(Bind("/bin/busybox"));
+  safex::plan::Plan bb = safex::bench::MicrovmBenchPlan();
+  bb.mounts.push_back(safex::bench::Bind("/bin/busybox"));
   run_case("busybox true (image: /bin/busybox only)", bb, {"/bin/busybox", "true"}, runs);
 
   // The bare boot: QEMU to the agent's hello, nothing else.
@@ -181,8 +152,9 @@ int main(int argc, char** argv) {
   }
 
   if (standard) {
-    safex::plan::Plan sp = BasePlan();
-    for (const char* p : {"/usr", "/lib", "/lib64", "/bin"}) sp.mounts.push_back(Bind(p));
+    safex::plan::Plan sp = safex::bench::MicrovmBenchPlan();
+    for (const char* p : {"/usr", "/lib", "/lib64", "/bin"})
+      sp.mounts.push_back(safex::bench::Bind(p));
     run_case("/bin/true, standard binds (first run may build the image)", sp, {"/bin/true"}, 1);
     run_case("/bin/true, standard binds (cached image)", sp, {"/bin/true"}, runs);
   }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/microvm/bench_plan.h"
 #include "drivers/microvm/microvm_driver.h"
 
 namespace {
@@ -34,34 +35,15 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-safex::plan::Mount Bind(const std::string& p) {
-  safex::plan::Mount m;
-  m.kind = safex::plan::MountKind::kBind;
-  m.source = p;
-  m.target = p;
-  return m;
-}
-
 safex::plan::Plan BenchPlan(bool standard) {
-  safex::plan::Plan p;
+  safex::plan::Plan p = safex::bench::MicrovmBenchPlan();
   p.policy_name = "pool-bench";
-  p.backend = safex::plan::Backend::kMicrovm;
-  p.limits.wall_time_ns = 30'000'000'000ull;
-  p.limits.cpu_time_ns = 10'000'000'000ull;
-  p.limits.memory_bytes = 256ull << 20;
-  p.limits.pids = 64;
-  p.limits.open_files = 256;
-  p.limits.output_bytes = 1 << 20;
-  p.limits.disk_bytes = 64ull << 20;
-  p.limits.cpus = 1;
   p.process.uid = 65534;
   p.process.gid = 65534;
-  p.env = {{"PATH", "/usr/bin:/bin"}};
-  if (standard) {
-    for (const char* d : {"/usr", "/lib", "/lib64", "/bin"}) p.mounts.push_back(Bind(d));
-  } else {
-    p.mounts.push_back(Bind("/bin/busybox"));
-  }
+  const std::vector<std::string> binds =
+      standard ? std::vector<std::string>{"/usr", "/lib", "/lib64", "/bin"}
+               : std::vector<std::string>{"/bin/busybox"};
+  for (const std::string& d : binds) p.mounts.push_back(safex::bench::Bind(d));
   return p;
 }
 

@@ -30,17 +30,8 @@ std::string NextId(const char* prefix) {
   return std::string(prefix) + std::to_string(getpid()) + "-" + std::to_string(++n);
 }
 
-class MicrovmPoolTest : public ::testing::Test {
+class MicrovmPoolTest : public LeakCheckedTest {
  protected:
-  void SetUp() override {
-    leak_options_.state_root = TestStateRoot() + "/runs";
-    before_ = safex::testing::LeakSnapshot::Take(leak_options_);
-  }
-  void TearDown() override {
-    auto leaks = safex::testing::WaitForNoLeaks(before_, std::chrono::seconds(5), leak_options_);
-    EXPECT_TRUE(leaks.empty()) << "left behind:\n" << safex::testing::JoinLines(leaks);
-  }
-
   std::unique_ptr<PreparedSandbox> MustPrepare(const plan::Plan& p) {
     drivers::PrepareRequest req;
     req.sandbox_id = NextId("sbx-mvt-");
@@ -61,8 +52,6 @@ class MicrovmPoolTest : public ::testing::Test {
   }
 
   MicrovmDriver driver_{TestOptions()};
-  safex::testing::LeakCheckOptions leak_options_;
-  safex::testing::LeakSnapshot before_;
 };
 
 // Two VMs booted ahead: each runs its program as a cold run would (stdin, output, exit status,
@@ -98,11 +87,13 @@ TEST_F(MicrovmPoolTest, PooledVmsRunTheProgramUnderThePlanOnceEach) {
   EXPECT_LT(r->wall_ns, 3'000'000'000u);
   EXPECT_FALSE(r->enforcement.Differs()) << r->enforcement.Differences();
   bool kernel_seen = false;
-  for (const drivers::EnforcedField& f : r->enforcement.fields) kernel_seen |= f.name == "guest.kernel";
+  for (const drivers::EnforcedField& f : r->enforcement.fields)
+    kernel_seen |= f.name == "guest.kernel";
   EXPECT_TRUE(kernel_seen) << "the guest's hello, from its boot, is in the run's evidence";
   EXPECT_EQ(r->teardown_error, "");
 
-  auto again = RunPooled(std::move(second), p, Sh("test -e /tmp/marker && echo present || echo absent"));
+  auto again =
+      RunPooled(std::move(second), p, Sh("test -e /tmp/marker && echo present || echo absent"));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->stdout_stream.data, "absent\n");
   EXPECT_EQ(again->teardown_error, "");

@@ -49,16 +49,8 @@ std::string NextRunId() {
   return "mvt-" + std::to_string(getpid()) + "-" + std::to_string(++n);
 }
 
-class MicrovmRunTest : public ::testing::Test {
+class MicrovmRunTest : public LeakCheckedTest {
  protected:
-  void SetUp() override {
-    leak_options_.state_root = TestStateRoot() + "/runs";
-    before_ = safex::testing::LeakSnapshot::Take(leak_options_);
-  }
-  void TearDown() override {
-    auto leaks = safex::testing::WaitForNoLeaks(before_, std::chrono::seconds(5), leak_options_);
-    EXPECT_TRUE(leaks.empty()) << "left behind:\n" << safex::testing::JoinLines(leaks);
-  }
 
   Result<RunResult> RunPlan(const plan::Plan& p, std::vector<std::string> argv,
                             drivers::MicrovmOptions o = TestOptions(),
@@ -73,8 +65,6 @@ class MicrovmRunTest : public ::testing::Test {
     return d.Run(p, req);
   }
 
-  safex::testing::LeakCheckOptions leak_options_;
-  safex::testing::LeakSnapshot before_;
   std::string input_dir_;
   drivers::OutputCollector collector_;
 };

@@ -3,13 +3,16 @@
 // image builds in milliseconds).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "drivers/microvm/microvm_driver.h"
 #include "plan/plan.h"
+#include "tests/support/leak_check.h"
 #include "tests/support/test_support.h"
 
 namespace safex::microvm::testing {
@@ -44,6 +47,23 @@ inline std::string MissingPrerequisite() {
     std::string missing_ = ::safex::microvm::testing::MissingPrerequisite();      \
     SAFEX_REQUIRE(missing_.empty(), "microVM prerequisite missing: " + missing_); \
   } while (0)
+
+// A test whose VMs must leave nothing behind: QEMU processes, cgroups, run directories under the
+// test state root, mounts (tests/support/leak_check.h), checked after each test.
+class LeakCheckedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    leak_options_.state_root = TestStateRoot() + "/runs";
+    before_ = safex::testing::LeakSnapshot::Take(leak_options_);
+  }
+  void TearDown() override {
+    auto leaks = safex::testing::WaitForNoLeaks(before_, std::chrono::seconds(5), leak_options_);
+    EXPECT_TRUE(leaks.empty()) << "left behind:\n" << safex::testing::JoinLines(leaks);
+  }
+
+  safex::testing::LeakCheckOptions leak_options_;
+  safex::testing::LeakSnapshot before_;
+};
 
 inline drivers::MicrovmOptions TestOptions() {
   drivers::MicrovmOptions o;
