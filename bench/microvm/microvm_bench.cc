@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   o.initramfs_path = initramfs;
   // The production cache (default state_root): the standard image is shared with `safex run`.
   o.kvm = safex::plan::KvmMode::kNever;  // TCG: KVM hangs on the build machine
+  o.tcg_for_untrusted = true;            // a benchmark host opts in (plan/backend_settings.h)
   o.timings_observer = [&](const MicrovmRunTimings& t) { collected.push_back(t); };
   MicrovmDriver driver(o);
   if (auto st = driver.Probe(); !st.ok()) {
