@@ -30,8 +30,9 @@ std::string RenderPoolMetrics(const PoolStats& s) {
   auto metric = [&out](const char* name, const char* type, const char* help, uint64_t v) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
   };
-  out += "# HELP safex_pool_ready Pooled sandboxes waiting for a run, per pooled policy.\n"
-         "# TYPE safex_pool_ready gauge\n";
+  out +=
+      "# HELP safex_pool_ready Pooled sandboxes waiting for a run, per pooled policy.\n"
+      "# TYPE safex_pool_ready gauge\n";
   for (const auto& [policy, n] : s.ready_by_policy) {
     out += fmt::format("safex_pool_ready{{policy=\"{}\"}} {}\n", policy, n);
   }
@@ -48,8 +49,7 @@ std::string RenderPoolMetrics(const PoolStats& s) {
 }
 
 SandboxPool::SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
-                         drivers::Backends* backends, PlanResolver resolve,
-                         SandboxRecorder record)
+                         drivers::Backends* backends, PlanResolver resolve, SandboxRecorder record)
     : backends_(backends),
       resolve_(std::move(resolve)),
       record_(std::move(record)),
@@ -148,30 +148,36 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
     const auto until = std::chrono::steady_clock::now() + kTakeWait;
     // None ready, but one of this plan is booting or about to (the pool is below its size): it
     // is ready sooner than a sandbox of the run's own would be (a whole boot), so the run waits
-    // for it, within kTakeWait.
-    while (!(found = PopReady(pool, plan_digest)) && RefillComing(pool) &&
-           pool.digest == plan_digest && stopping_.load() == 0) {
+    // for it, within kTakeWait, unless as many runs already wait as sandboxes are coming.
+    ++pool.waiting;
+    while (!(found = PopReady(pool, plan_digest, with_input)) &&
+           pool.waiting <= SandboxesComing(pool) && pool.digest == plan_digest &&
+           stopping_.load() == 0) {
       if (ready_cv_.wait_until(l, until) == std::cv_status::timeout) {
-        found = PopReady(pool, plan_digest);
+        found = PopReady(pool, plan_digest, with_input);
         break;
       }
     }
+    --pool.waiting;
     ++(found ? stats_.hits : stats_.misses);
   }
   wake_.notify_all();  // a pool just shrank, or holds a stale sandbox: tend it
   return found;
 }
 
-bool SandboxPool::RefillComing(const Pool& pool) const {
-  if (pool.booting > 0) return true;
-  return pool.ready.size() < pool.rule.size && NowNs() >= pool.retry_after_ns &&
-         MemoryInUse() + pool.memory_bytes <= memory_budget_;
+uint32_t SandboxPool::SandboxesComing(const Pool& pool) const {
+  if (pool.booting > 0) return pool.booting;
+  const bool refill = pool.ready.size() < pool.rule.size && NowNs() >= pool.retry_after_ns &&
+                      MemoryInUse() + pool.memory_bytes <= memory_budget_;
+  return refill ? 1 : 0;
 }
 
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::PopReady(Pool& pool,
-                                                                const std::string& digest) {
+                                                                const std::string& digest,
+                                                                bool with_input) {
   for (auto sb = pool.ready.begin(); sb != pool.ready.end(); ++sb) {
     if ((*sb)->plan_digest() != digest) continue;  // another plan: the tending thread evicts it
+    if (with_input && !(*sb)->TakesInput()) continue;
     std::unique_ptr<drivers::PreparedSandbox> found = std::move(*sb);
     pool.ready.erase(sb);
     return found;
@@ -296,8 +302,8 @@ SandboxPool::Pool* SandboxPool::NextToFill() {
     if (pool.digest.empty() || have >= pool.rule.size || now < pool.retry_after_ns) continue;
     if (MemoryInUse() + pool.memory_bytes > memory_budget_) {
       if (!pool.over_budget_logged) {
-        ServeWarn(fmt::format("pool {}: kept at {} of {}: pool_memory ({} bytes) is used up",
-                              name, have, pool.rule.size, memory_budget_));
+        ServeWarn(fmt::format("pool {}: kept at {} of {}: pool_memory ({} bytes) is used up", name,
+                              have, pool.rule.size, memory_budget_));
         pool.over_budget_logged = true;
       }
       continue;

@@ -78,7 +78,9 @@ class SandboxPool : public supervisor::SandboxSource {
 
   // A ready sandbox made from exactly that plan; those of another plan are skipped (the tending
   // thread evicts them), never handed out. When none is ready but one of that plan is booting,
-  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would. A run
+  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would. Only as many
+  // runs wait as sandboxes are coming; the others boot their own at once (under load, waiting in
+  // line for the pool's boots would cap the service at the pool's boot rate). A run
   // `with_input` gets nothing from a pool whose sandboxes cannot take input (TakesInput).
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest,
@@ -94,17 +96,21 @@ class SandboxPool : public supervisor::SandboxSource {
     uint64_t memory_bytes = 0;                // the plan's memory limit, per sandbox
     std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
     uint32_t booting = 0;
+    uint32_t waiting = 0;     // runs in Take waiting for one of the sandboxes coming
     bool takes_input = true;  // what its last sandbox made said (PreparedSandbox::TakesInput)
     bool over_budget_logged = false;
     uint32_t failures = 0;       // failed boots in a row
     int64_t retry_after_ns = 0;  // no boot before this after a failure (backoff)
   };
 
-  // Whether a sandbox of `pool` is booting or will be as soon as a boot thread looks (below its
-  // size, not backing off, within the budget). REQUIRES mu_.
-  bool RefillComing(const Pool& pool) const;
-  // The first ready sandbox of `pool` made from `digest`, taken out. REQUIRES mu_.
-  std::unique_ptr<drivers::PreparedSandbox> PopReady(Pool& pool, const std::string& digest);
+  // How many sandboxes of `pool` are coming without a run making its own: those booting, or one
+  // as soon as a boot thread looks (below its size, not backing off, within the budget).
+  // REQUIRES mu_.
+  uint32_t SandboxesComing(const Pool& pool) const;
+  // The first ready sandbox of `pool` made from `digest` (one that takes input if `with_input`),
+  // taken out. REQUIRES mu_.
+  std::unique_ptr<drivers::PreparedSandbox> PopReady(Pool& pool, const std::string& digest,
+                                                     bool with_input);
   void TendLoop();
   void BootLoop();
   // One pass: plans resolved, sandboxes checked and evicted.

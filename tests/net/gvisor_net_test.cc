@@ -168,6 +168,41 @@ TEST_F(GvisorNetworkTest, SandboxReachesTheGrantedHostPortOnly) {
   EXPECT_EQ(r->backend_mode.find("network=none"), std::string::npos) << r->backend_mode;
 }
 
+// A pooled sandbox (the warm pool) gets its network when it is made: its address lease is held
+// while it waits (it counts against the pool), and once handed over the program reaches what
+// the plan grants and nothing else, as in a cold run; the run's end releases the lease.
+TEST_F(GvisorNetworkTest, APooledSandboxHoldsItsLeaseWhileWaitingAndEnforcesTheSameEgress) {
+  plan::Plan p = PlanWithClient();
+  p.network.egress = {{"granted.test", 8080, plan::Protocol::kTcp}};
+  auto pool = net::AddressPool::Open("198.18.129.0/24", StateDir(), 8192);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto leases = [&pool] {
+    auto n = pool->CountRecords();
+    return n.ok() ? *n : -1;
+  };
+  const int before = leases();
+  const int hits = servers_->Hits("tcp 198.18.1.10:8080");
+  PrepareRequest preq;
+  preq.sandbox_id = "sbx-gvnet" + std::to_string(::getpid());
+  auto sb = driver_->Prepare(p, preq);
+  ASSERT_TRUE(sb.ok()) << sb.status().ToString();
+  EXPECT_EQ(leases(), before + 1) << "a waiting sandbox holds its address";
+  EXPECT_EQ(servers_->Hits("tcp 198.18.1.10:8080"), hits) << "nothing ran yet";
+  RunRequest req;
+  req.run_id = "gvnet" + std::to_string(::getpid()) + "-pooled";
+  req.argv = {kClient, "tcp:granted.test:8080", "tcp:198.18.1.11:8080", "tcp:169.254.169.254:80"};
+  auto r = driver_->RunPrepared(std::move(sb).value(), p, req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->teardown_error, "");
+  auto lines = ParseClient(r->stdout_stream.data);
+  EXPECT_EQ(lines["tcp:granted.test:8080"], "reached") << r->stdout_stream.data;
+  EXPECT_NE(lines["tcp:198.18.1.11:8080"], "reached") << r->stdout_stream.data;
+  EXPECT_NE(lines["tcp:169.254.169.254:80"], "reached") << r->stdout_stream.data;
+  EXPECT_EQ(servers_->Hits("tcp 198.18.1.10:8080"), hits + 1);
+  EXPECT_GE(r->denied_egress, 2u);
+  EXPECT_EQ(leases(), before) << "the lease goes with the sandbox";
+}
+
 TEST_F(GvisorNetworkTest, NoEgressMeansNoNetworkAtAll) {
   const int before = servers_->Hits("tcp 198.18.1.10:8080");
   auto r = Run(PlanWithClient(), {kClient, "tcp:198.18.1.10:8080", "resolve:granted.test"});

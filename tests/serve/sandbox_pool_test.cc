@@ -1,0 +1,161 @@
+// The warm pool's scheduling (supervisor/serve/sandbox_pool.h) with a driver whose boots are slow
+// and countable: what Take hands out and how long a run waits. The sandboxes themselves are real
+// in the integration tests (tests/serve/serve_pool_test.cc, tests/drivers/gvisor_pool_test.cc);
+// here only the pool's own decisions are under test.
+#include "supervisor/serve/sandbox_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "plan/plan_json.h"
+
+namespace safex::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class CountedSandbox : public drivers::PreparedSandbox {
+ public:
+  CountedSandbox(std::string id, std::string digest, bool takes_input)
+      : PreparedSandbox(std::move(id), std::move(digest), "", drivers::RealtimeNs()),
+        takes_input_(takes_input) {}
+  bool Healthy() override { return true; }
+  bool TakesInput() const override { return takes_input_; }
+
+ private:
+  bool takes_input_;
+};
+
+// Prepare takes `boot` (as a real boot would), unless the pool is stopping.
+class SlowBootDriver : public drivers::Driver {
+ public:
+  explicit SlowBootDriver(std::chrono::milliseconds boot) : boot_(boot) {}
+  const char* name() const override { return "slow-boot"; }
+  Status Probe() override { return Status::Ok(); }
+  Result<drivers::RunResult> Run(const plan::Plan&, const drivers::RunRequest&) override {
+    return Status::Unavailable("not used");
+  }
+  Result<std::unique_ptr<drivers::PreparedSandbox>> Prepare(
+      const plan::Plan& plan, const drivers::PrepareRequest& req) override {
+    const auto until = Clock::now() + boot_;
+    while (Clock::now() < until) {
+      if (req.cancel != nullptr && req.cancel->load() != 0) return Status::Unavailable("stopping");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ++boots;
+    return std::unique_ptr<drivers::PreparedSandbox>(
+        std::make_unique<CountedSandbox>(req.sandbox_id, plan::PlanDigest(plan), takes_input));
+  }
+  Status CleanupStale(int* cleaned) override {
+    *cleaned = 0;
+    return Status::Ok();
+  }
+  Status CleanupStaleRun(const std::string&, bool* cleaned) override {
+    *cleaned = false;
+    return Status::Ok();
+  }
+  std::atomic<int> boots{0};
+  bool takes_input = true;  // what its sandboxes say (a microVM's: false)
+
+ private:
+  std::chrono::milliseconds boot_;
+};
+
+class SandboxPoolTest : public ::testing::Test {
+ protected:
+  void StartPool(std::chrono::milliseconds boot, uint32_t size, bool takes_input = true) {
+    auto driver = std::make_unique<SlowBootDriver>(boot);
+    driver->takes_input = takes_input;
+    driver_ = driver.get();
+    std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers;
+    drivers[plan::Backend::kGvisor] = std::move(driver);
+    backends_ = std::make_unique<drivers::Backends>(std::move(drivers));
+    auto prepared = std::make_shared<supervisor::PreparedPlan>();
+    prepared->plan.policy_name = "pooled";
+    prepared->plan.backend = plan::Backend::kGvisor;
+    prepared->plan.limits.memory_bytes = 64 << 20;
+    prepared->digest = plan::PlanDigest(prepared->plan);
+    digest_ = prepared->digest;
+    compiler::PoolRule rule;
+    rule.policy = "pooled";
+    rule.size = size;
+    pool_ = std::make_unique<SandboxPool>(
+        std::vector<compiler::PoolRule>{rule}, 1ull << 40, backends_.get(),
+        [prepared](const std::string&) -> Result<std::shared_ptr<const supervisor::PreparedPlan>> {
+          return std::shared_ptr<const supervisor::PreparedPlan>(prepared);
+        },
+        [](const audit::SandboxEvent&) { return Status::Ok(); });
+    pool_->Start();
+  }
+  bool WaitFor(const std::function<bool(const PoolStats&)>& pred) {
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < until) {
+      if (pred(pool_->stats())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  void TearDown() override {
+    if (pool_) pool_->Stop();
+  }
+
+  SlowBootDriver* driver_ = nullptr;
+  std::unique_ptr<drivers::Backends> backends_;
+  std::unique_ptr<SandboxPool> pool_;
+  std::string digest_;
+};
+
+// One sandbox is booting and none is ready: one run waits for it (it comes sooner than a boot of
+// its own), the others do not wait in line behind it and make their own at once.
+TEST_F(SandboxPoolTest, OnlyAsManyRunsWaitAsSandboxesAreComing) {
+  StartPool(std::chrono::milliseconds(1500), 1);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  ASSERT_NE(pool_->Take("pooled", digest_, false), nullptr);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.booting == 1; }));
+  struct Taken {
+    bool got;
+    std::chrono::milliseconds waited;
+  };
+  std::vector<std::future<Taken>> takes;
+  for (int i = 0; i < 3; ++i) {
+    takes.push_back(std::async(std::launch::async, [this] {
+      const auto t0 = Clock::now();
+      bool got = pool_->Take("pooled", digest_, false) != nullptr;
+      return Taken{got, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)};
+    }));
+  }
+  int got = 0;
+  for (auto& f : takes) {
+    Taken t = f.get();
+    if (t.got) {
+      ++got;
+    } else {
+      EXPECT_LT(t.waited, std::chrono::milliseconds(1000)) << "a run waited in line for the pool";
+    }
+  }
+  EXPECT_EQ(got, 1);
+  const PoolStats s = pool_->stats();
+  EXPECT_EQ(s.hits, 2u);
+  EXPECT_EQ(s.misses, 2u);
+}
+
+// A run with input files gets nothing from a pool whose sandboxes cannot take input (neither a
+// hit nor a miss, no wait), and the ready sandbox stays for the next run without.
+TEST_F(SandboxPoolTest, ARunWithInputSkipsAPoolWhoseSandboxesCannotTakeIt) {
+  StartPool(std::chrono::milliseconds(10), 1, /*takes_input=*/false);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  EXPECT_EQ(pool_->Take("pooled", digest_, /*with_input=*/true), nullptr);
+  PoolStats s = pool_->stats();
+  EXPECT_EQ(s.ready, 1u);
+  EXPECT_EQ(s.hits + s.misses, 0u);
+  EXPECT_NE(pool_->Take("pooled", digest_, /*with_input=*/false), nullptr);
+  EXPECT_EQ(pool_->stats().hits, 1u);
+}
+
+}  // namespace
+}  // namespace safex::serve
