@@ -14,7 +14,8 @@
 //      `safex submit`s of /bin/true: runs per second, and the host's CPU time per run (all CPUs'
 //      busy time from /proc/stat over the period, divided by the runs): a pool moves the boot off
 //      the critical path, not off the CPU, so what safex adds per sandbox lifecycle is the
-//      difference of the two.
+//      difference of the two; and the same raw runs with the driver's runsc flags (the CPU
+//      those flags cost runsc itself).
 //
 //   sudo build/bench/serve/pool_bench [runs [SECONDS]]      (default 20 and 20)
 #include <fcntl.h>
@@ -263,8 +264,8 @@ int main(int argc, char** argv) {
 
   std::printf("\nsustained, /bin/true, %.0f s per point: runs/s and host CPU ms per run\n",
               seconds);
-  std::printf("%-12s %14s %14s %14s %14s\n", "concurrency", "raw runs/s", "pooled runs/s",
-              "raw CPU ms", "pooled CPU ms");
+  std::printf("%-12s %14s %14s %14s %14s %18s\n", "concurrency", "raw runs/s", "pooled runs/s",
+              "raw CPU ms", "pooled CPU ms", "raw+flags CPU ms");
   std::atomic<int> raw_ids{100000};
   const std::string socket = daemon.socket();
   for (int k : {1, 2, 4}) {
@@ -278,8 +279,13 @@ int main(int argc, char** argv) {
                                     "--policy",         "python-untrusted", "--",       "/bin/true"};
       return bench::TimedRun(a);
     });
-    std::printf("%-12d %14.2f %14.2f %14.1f %14.1f\n", k, r.runs_per_second, p.runs_per_second,
-                r.cpu_ms_per_run, p.cpu_ms_per_run);
+    // Raw runsc with the driver's runsc flags (--debug-log, --strace of fork-like calls): how
+    // much of what a pooled lifecycle adds is runsc's own work for those flags.
+    const Sustained f = Sustain(k, seconds, [&](int t, int) {
+      return bench::RawRun(slots[static_cast<size_t>(t)], raw_ids++, true);
+    });
+    std::printf("%-12d %14.2f %14.2f %14.1f %14.1f %18.1f\n", k, r.runs_per_second,
+                p.runs_per_second, r.cpu_ms_per_run, p.cpu_ms_per_run, f.cpu_ms_per_run);
   }
   std::filesystem::remove_all(scratch);
   return 0;
