@@ -199,6 +199,12 @@ class Driver {
   // whose generation is no longer the current one (a runsc upgrade, a replaced bind source).
   // Cheap (a few stat calls). "" for backends without a pool.
   virtual std::string SandboxGeneration(const plan::Plan& plan);
+  // The memory a waiting sandbox made from `plan` may hold, for the pool's budget: the plan's
+  // memory limit, or more where the backend's sandbox needs more than the program's share (a
+  // microVM's guest RAM and VMM overhead).
+  virtual uint64_t SandboxMemoryBytes(const plan::Plan& plan) const {
+    return plan.limits.memory_bytes;
+  }
 
   // Crash recovery: removes what runs of owners that died left behind (sandbox processes,
   // cgroups, mounts, state directories), and leaves runs whose owner lock is held alone.

@@ -233,9 +233,12 @@ void SandboxPool::Tend() {
   for (auto& [name, unused] : pools_) {  // the set of pools never changes after construction
     auto plan = resolve_(name);
     std::string generation;
+    uint64_t memory = 0;
     if (plan.ok()) {
+      memory = (*plan)->plan.limits.memory_bytes;
       if (auto driver = backends_->Get((*plan)->plan.backend); driver.ok()) {
         generation = (*driver)->SandboxGeneration((*plan)->plan);
+        memory = (*driver)->SandboxMemoryBytes((*plan)->plan);
       }
     }
     std::lock_guard<std::mutex> l(mu_);
@@ -250,7 +253,7 @@ void SandboxPool::Tend() {
     pool.digest = digest;
     pool.generation = generation;
     if (plan.ok()) {
-      pool.memory_bytes = (*plan)->plan.limits.memory_bytes;
+      pool.memory_bytes = memory;
       plans_[name] = *plan;
     }
   }

@@ -93,7 +93,7 @@ class SandboxPool : public supervisor::SandboxSource {
     compiler::PoolRule rule;
     std::string digest;                       // the plan the pool is filled from ("" : none)
     std::string generation;                   // Driver::SandboxGeneration of that plan, now
-    uint64_t memory_bytes = 0;                // the plan's memory limit, per sandbox
+    uint64_t memory_bytes = 0;  // what each sandbox may hold (Driver::SandboxMemoryBytes)
     std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
     uint32_t booting = 0;
     uint32_t waiting = 0;     // runs in Take waiting for one of the sandboxes coming

@@ -59,8 +59,12 @@ class SlowBootDriver : public drivers::Driver {
     *cleaned = false;
     return Status::Ok();
   }
+  uint64_t SandboxMemoryBytes(const plan::Plan& plan) const override {
+    return memory_per_sandbox != 0 ? memory_per_sandbox : plan.limits.memory_bytes;
+  }
   std::atomic<int> boots{0};
-  bool takes_input = true;  // what its sandboxes say (a microVM's: false)
+  bool takes_input = true;          // what its sandboxes say (a microVM's: false)
+  uint64_t memory_per_sandbox = 0;  // 0: the plan's memory limit
 
  private:
   std::chrono::milliseconds boot_;
@@ -68,9 +72,11 @@ class SlowBootDriver : public drivers::Driver {
 
 class SandboxPoolTest : public ::testing::Test {
  protected:
-  void StartPool(std::chrono::milliseconds boot, uint32_t size, bool takes_input = true) {
+  void StartPool(std::chrono::milliseconds boot, uint32_t size, bool takes_input = true,
+                 uint64_t memory_per_sandbox = 0, uint64_t budget = 1ull << 40) {
     auto driver = std::make_unique<SlowBootDriver>(boot);
     driver->takes_input = takes_input;
+    driver->memory_per_sandbox = memory_per_sandbox;
     driver_ = driver.get();
     std::map<plan::Backend, std::unique_ptr<drivers::Driver>> drivers;
     drivers[plan::Backend::kGvisor] = std::move(driver);
@@ -85,7 +91,7 @@ class SandboxPoolTest : public ::testing::Test {
     rule.policy = "pooled";
     rule.size = size;
     pool_ = std::make_unique<SandboxPool>(
-        std::vector<compiler::PoolRule>{rule}, 1ull << 40, backends_.get(),
+        std::vector<compiler::PoolRule>{rule}, budget, backends_.get(),
         [prepared](const std::string&) -> Result<std::shared_ptr<const supervisor::PreparedPlan>> {
           return std::shared_ptr<const supervisor::PreparedPlan>(prepared);
         },
@@ -155,6 +161,17 @@ TEST_F(SandboxPoolTest, ARunWithInputSkipsAPoolWhoseSandboxesCannotTakeIt) {
   EXPECT_EQ(s.hits + s.misses, 0u);
   EXPECT_NE(pool_->Take("pooled", digest_, /*with_input=*/false), nullptr);
   EXPECT_EQ(pool_->stats().hits, 1u);
+}
+
+// The budget counts what the backend says a waiting sandbox holds (a microVM: its guest RAM and
+// VMM allowance), not the program's share alone: with 1 GiB per sandbox and a 2.5 GiB budget, a
+// pool of 4 keeps 2.
+TEST_F(SandboxPoolTest, TheMemoryBudgetCountsWhatEachSandboxHolds) {
+  StartPool(std::chrono::milliseconds(10), 4, true, 1ull << 30, 5ull << 29);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // two more tending passes
+  EXPECT_EQ(pool_->stats().ready, 2u);
+  EXPECT_EQ(driver_->boots.load(), 2);
 }
 
 }  // namespace
