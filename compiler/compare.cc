@@ -29,6 +29,7 @@ class Comparer {
     Egress();
     Env();
     Caller();
+    Session();
     Seccomp();
     Validators();
     Outputs();
@@ -250,6 +251,29 @@ class Comparer {
     };
     diff(n_.caller.env, o_.caller.env, "caller.env", "environment variable");
     diff(n_.caller.cwd, o_.caller.cwd, "caller.cwd", "working directory under");
+  }
+
+  // Sessions: allowing them where the extended policy did not, or longer or more commands, lets a
+  // caller keep state across commands it could not before (E096); the reverse tightens.
+  void Session() {
+    const plan::SessionLimits& n = n_.session;
+    const plan::SessionLimits& o = o_.session;
+    if (n.allowed && !o.allowed) {
+      Add(Effect::kLoosens, "E096", "session", "allows sessions (state kept across commands)");
+      return;
+    }
+    if (!n.allowed) {
+      if (o.allowed) Add(Effect::kTightens, "", "session", "no longer allows sessions");
+      return;
+    }
+    auto bound = [this](uint64_t now, uint64_t was, const std::string& field,
+                        const std::string& what) {
+      if (now > was) Add(Effect::kLoosens, "E096", field, "raises the sessions' " + what);
+      if (now < was) Add(Effect::kTightens, "", field, "lowers the sessions' " + what);
+    };
+    bound(n.max_execs, o.max_execs, "session.max_execs", "command count");
+    bound(n.idle_timeout_ns, o.idle_timeout_ns, "session.idle_timeout_ns", "idle timeout");
+    bound(n.max_lifetime_ns, o.max_lifetime_ns, "session.max_lifetime_ns", "lifetime");
   }
 
   static std::string ActionText(plan::SyscallAction a, int err) {

@@ -72,6 +72,23 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     p.caller.env = sorted(d.caller_env->value), note("caller.env", d.caller_env->origin);
   if (d.caller_cwd)
     p.caller.cwd = sorted(d.caller_cwd->value), note("caller.cwd", d.caller_cwd->origin);
+  if (d.session) {
+    // Defaults for what no statement of the chain set: 100 commands, 5 minutes idle, 1 hour.
+    p.session = {true, 100, 300'000'000'000ull, 3600'000'000'000ull};
+    note("session", d.session->origin);
+    if (d.session_max_execs) {
+      p.session.max_execs = static_cast<uint32_t>(d.session_max_execs->value);
+      note("session.max_execs", d.session_max_execs->origin);
+    }
+    if (d.session_idle_timeout) {
+      p.session.idle_timeout_ns = d.session_idle_timeout->value;
+      note("session.idle_timeout_ns", d.session_idle_timeout->origin);
+    }
+    if (d.session_max_lifetime) {
+      p.session.max_lifetime_ns = d.session_max_lifetime->value;
+      note("session.max_lifetime_ns", d.session_max_lifetime->origin);
+    }
+  }
   for (const auto& [k, v] : d.env) {
     p.env[k] = v.value;
     note("env." + k, v.origin);

@@ -56,6 +56,10 @@ struct Draft {
   std::map<std::string, Set<std::string>> env;
   // `caller { env = [...] cwd = [...] }`: what a caller of the service may choose per run.
   std::optional<Set<std::vector<std::string>>> caller_env, caller_cwd;
+  // `session { max_execs = 100  idle_timeout = 5m  max_lifetime = 1h }`: sessions allowed (the
+  // block was written, here or in an ancestor), each bound from its closest statement.
+  std::optional<Set<bool>> session;
+  std::optional<Set<uint64_t>> session_max_execs, session_idle_timeout, session_max_lifetime;
 
   std::optional<Set<plan::SyscallAction>> seccomp_default;
   std::map<std::string, Set<plan::SyscallRule>> syscalls;

@@ -119,6 +119,15 @@ std::string Explain(const plan::Plan& p) {
   if (p.caller.cwd.empty()) line("  no working directory");
   for (const std::string& d : p.caller.cwd) line("  a working directory at or below " + d);
   line("");
+  line("Sessions (several commands of one caller's task in one sandbox)");
+  if (!p.session.allowed) {
+    line("  not allowed: every request starts from a fresh sandbox");
+  } else {
+    line("  allowed: at most " + std::to_string(p.session.max_execs) +
+         " commands, destroyed after " + FormatDuration(p.session.idle_timeout_ns) +
+         " without one and at " + FormatDuration(p.session.max_lifetime_ns) + " of age");
+  }
+  line("");
   line("System calls");
   line("  by default " + ActionText(p.seccomp.default_action, p.seccomp.default_errno));
   std::map<std::string, std::string> by_action;  // action text -> names, in name order

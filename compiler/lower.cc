@@ -82,8 +82,9 @@ class Lowerer {
       std::string kw = Keyword(s, d_);
       if (kw.empty()) continue;
       static const std::vector<std::string_view> kKeywords = {
-          "trust",    "isolation", "limits",  "rootfs",  "mount",  "unmount", "network", "env",
-          "syscalls", "validate",  "outputs", "process", "gvisor", "microvm", "test",    "caller"};
+          "trust",   "isolation", "limits",   "rootfs",   "mount",   "unmount",
+          "network", "env",       "syscalls", "validate", "outputs", "process",
+          "gvisor",  "microvm",   "test",     "caller",   "session"};
       bool known = false;
       for (auto k : kKeywords) known |= kw == k;
       if (!known) {
@@ -130,6 +131,8 @@ class Lowerer {
         Microvm(s);
       else if (kw == "caller")
         Caller(s);
+      else if (kw == "session")
+        Session(s);
       active_.reset();
     }
   }
@@ -337,6 +340,33 @@ class Lowerer {
       }
       (kw == "env" ? draft_.caller_env : draft_.caller_cwd) =
           Set<std::vector<std::string>>{std::move(values), Here(x)};
+    });
+  }
+
+  // `session { max_execs = 100  idle_timeout = 5m  max_lifetime = 1h }`: the service may keep
+  // one sandbox for several commands of one caller's task (plan.h, SessionLimits); a key not
+  // written keeps the inherited value, or the default. The verifier checks the bounds.
+  void Session(const Statement& s) {
+    if (!ExpectBlock(s, d_, "session")) return;
+    draft_.session = Set<bool>{true, Here(s)};
+    std::map<std::string, dsl::Span> seen;
+    Each(s, [&](const Statement& x) {
+      std::string kw = Keyword(x, d_);
+      if (kw.empty()) return;
+      if (kw != "max_execs" && kw != "idle_timeout" && kw != "max_lifetime") {
+        UnknownKeyword(x, d_, kw, "`session`", {"max_execs", "idle_timeout", "max_lifetime"});
+        return;
+      }
+      if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
+      if (kw == "max_execs") {
+        auto v = ReadInteger(x.assigned, d_, kw, 1, plan::kMaxSessionExecs);
+        if (v) draft_.session_max_execs = Set<uint64_t>{*v, Here(x)};
+        return;
+      }
+      auto v = ReadDuration(x.assigned, d_, kw);
+      if (!v) return;
+      (kw == "idle_timeout" ? draft_.session_idle_timeout : draft_.session_max_lifetime) =
+          Set<uint64_t>{*v, Here(x)};
     });
   }
 

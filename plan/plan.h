@@ -128,6 +128,17 @@ struct CallerChoices {
   bool empty() const { return env.empty() && cwd.empty(); }
 };
 
+// Whether the service may keep one sandbox of this plan for several commands of one caller's
+// task (a session, docs/policy-language.md `session`), and for how long. Not allowed: every
+// request starts from nothing. In the JSON only when allowed, so plans without it keep their
+// digests.
+struct SessionLimits {
+  bool allowed = false;
+  uint32_t max_execs = 0;         // commands one session may run
+  uint64_t idle_timeout_ns = 0;   // a session without a command for this long is destroyed
+  uint64_t max_lifetime_ns = 0;   // and every session at this age
+};
+
 // Caps on what the supervisor collects from output mounts after the run.
 struct OutputCollection {
   uint64_t max_files = 0;
@@ -167,6 +178,7 @@ struct Plan {
   // directories its working directory may be (or be below). In the JSON only when non-empty, so
   // plans without them keep their digests.
   CallerChoices caller;
+  SessionLimits session;
   Seccomp seccomp;
   std::vector<Validator> validators;
   OutputCollection outputs;

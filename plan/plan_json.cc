@@ -137,6 +137,11 @@ Json ToJson(const Plan& p) {
   for (const auto& [k, v] : p.env) env[k] = v;
   j["env"] = std::move(env);
   if (!p.caller.empty()) j["caller"] = Json{{"env", p.caller.env}, {"cwd", p.caller.cwd}};
+  if (p.session.allowed) {
+    j["session"] = Json{{"max_execs", p.session.max_execs},
+                        {"idle_timeout_ns", p.session.idle_timeout_ns},
+                        {"max_lifetime_ns", p.session.max_lifetime_ns}};
+  }
   Json rules = Json::array();
   for (const auto& r : p.seccomp.rules) {
     rules.push_back(Json{
@@ -449,6 +454,14 @@ Plan FromJson(const Json& j, std::string* err) {
     Reader c(*r.Field("caller"), "caller", err);
     p.caller.env = c.StringList("env");
     p.caller.cwd = c.StringList("cwd");
+    c.Done();
+  }
+  if (r.Has("session")) {
+    Reader c(*r.Field("session"), "session", err);
+    p.session.allowed = true;
+    p.session.max_execs = static_cast<uint32_t>(c.U64("max_execs", 0xffffffffu));
+    p.session.idle_timeout_ns = c.U64("idle_timeout_ns");
+    p.session.max_lifetime_ns = c.U64("max_lifetime_ns");
     c.Done();
   }
   if (const Json* s = r.Field("seccomp")) {

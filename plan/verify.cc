@@ -51,6 +51,7 @@ class Checker {
     CheckEgress();
     CheckEnv();
     CheckCaller();
+    CheckSession();
     CheckSeccomp();
     CheckValidators();
     CheckOutputs();
@@ -462,6 +463,28 @@ class Checker {
       if (!IsNormalAbsolutePath(d)) {
         Add("E083", "caller.cwd", "\"" + d + "\" is not an absolute, normalised path");
       }
+    }
+  }
+
+  // Sessions (plan.h, SessionLimits): bounded when allowed, all zero when not (one canonical form).
+  void CheckSession() {
+    const plan::SessionLimits& s = p_.session;
+    if (!s.allowed) {
+      if (s.max_execs != 0 || s.idle_timeout_ns != 0 || s.max_lifetime_ns != 0) {
+        Add("E095", "session", "bounds without sessions being allowed");
+      }
+      return;
+    }
+    constexpr uint64_t kSecond = 1'000'000'000ull, kDay = 86400 * kSecond;
+    if (s.max_execs < 1 || s.max_execs > kMaxSessionExecs) {
+      Add("E095", "session.max_execs",
+          "must be 1.." + std::to_string(kMaxSessionExecs) + " commands");
+    }
+    if (s.idle_timeout_ns < kSecond || s.idle_timeout_ns > kDay) {
+      Add("E095", "session.idle_timeout_ns", "must be 1s..24h");
+    }
+    if (s.max_lifetime_ns < s.idle_timeout_ns || s.max_lifetime_ns > kDay) {
+      Add("E095", "session.max_lifetime_ns", "must be at least idle_timeout and at most 24h");
     }
   }
 

@@ -56,6 +56,7 @@ inline constexpr size_t kMaxMounts = 64;
 inline constexpr size_t kMaxEgress = 256;
 inline constexpr size_t kMaxEnv = 256;
 inline constexpr size_t kMaxEnvValueBytes = 32 * 1024;
+inline constexpr uint32_t kMaxSessionExecs = 10000;
 inline constexpr size_t kMaxSyscallRules = 512;
 inline constexpr size_t kMaxValidators = 64;
 inline constexpr size_t kMaxRegexPerValidator = 32;

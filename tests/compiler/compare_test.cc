@@ -67,6 +67,22 @@ TEST(ComparePlansTest, WhatCallersMayChoose) {
   EXPECT_EQ(changes[0].code, "E056");
 }
 
+TEST(ComparePlansTest, SessionsAllowedOrLongerLoosen) {
+  plan::Plan a = ValidPlan();
+  plan::Plan b = a;
+  b.session = {true, 10, 60'000'000'000ull, 600'000'000'000ull};
+  auto changes = ComparePlans(a, b);
+  EXPECT_EQ(Effects(changes), (std::vector<std::string>{"loosens session"}));
+  EXPECT_EQ(changes[0].code, "E096");
+  plan::Plan c = b;
+  c.session.max_execs = 20;
+  c.session.max_lifetime_ns = 300'000'000'000ull;
+  EXPECT_EQ(
+      Effects(ComparePlans(b, c)),
+      (std::vector<std::string>{"loosens session.max_execs", "tightens session.max_lifetime_ns"}));
+  EXPECT_EQ(Effects(ComparePlans(b, a)), (std::vector<std::string>{"tightens session"}));
+}
+
 TEST(ComparePlansTest, RemovingAValidatorLoosens) {
   plan::Plan a = ValidPlan();
   plan::Plan b = ValidPlan();

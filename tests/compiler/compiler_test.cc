@@ -225,6 +225,7 @@ TEST(CompilerTest, EachLooseningIsAnError) {
       {"  syscalls {\n    allow [bpf]\n  }\n", "E050"},
       {"  syscalls {\n    log [ptrace]\n  }\n", "E050"},
       {"  process {\n    group = 0\n  }\n", "E051"},
+      {"  session {}\n", "E096"},
   };
   for (const auto& c : cases) {
     TempDir dir;
@@ -240,6 +241,47 @@ TEST(CompilerTest, EachLooseningIsAnError) {
   dir.Write("base.policy", base);
   auto r = Compile(dir.Write("child.policy", Policy("child", "  isolation = gvisor\n", "base")));
   EXPECT_THAT(CodesOnly(r), ElementsAre("E047")) << RenderAll(r);
+}
+
+// `session { ... }`: allowed with its bounds (defaults for what is not written), inherited key by
+// key, explained; bad bounds are errors with their place; a longer session than the extended
+// policy's loosens (E096), a shorter one tightens.
+TEST(CompilerTest, SessionsAreAllowedOnlyByASessionBlock) {
+  TempDir dir;
+  auto none = Compile(dir.Write("none.policy", Policy("none")));
+  ASSERT_TRUE(none.ok()) << RenderAll(none);
+  EXPECT_FALSE(none.plan->session.allowed);
+  EXPECT_EQ(plan::ToCanonicalJson(*none.plan).find("\"session\""), std::string::npos)
+      << "plans without sessions keep their digests";
+  EXPECT_THAT(Explain(*none.plan), HasSubstr("not allowed: every request starts from a fresh"));
+
+  auto defaults = Compile(dir.Write("d.policy", Policy("d", "  session {}\n")));
+  ASSERT_TRUE(defaults.ok()) << RenderAll(defaults);
+  EXPECT_TRUE(defaults.plan->session.allowed);
+  EXPECT_EQ(defaults.plan->session.max_execs, 100u);
+  EXPECT_EQ(defaults.plan->session.idle_timeout_ns, 300'000'000'000ull);
+  EXPECT_EQ(defaults.plan->session.max_lifetime_ns, 3600'000'000'000ull);
+
+  dir.Write("base.policy",
+            Policy("base", "  session {\n    max_execs = 20\n    idle_timeout = 2m\n  }\n"));
+  auto child = Compile(
+      dir.Write("child.policy", Policy("child", "  session {\n    max_execs = 10\n  }\n", "base")));
+  ASSERT_TRUE(child.ok()) << RenderAll(child);
+  EXPECT_EQ(child.plan->session.max_execs, 10u);
+  EXPECT_EQ(child.plan->session.idle_timeout_ns, 120'000'000'000ull) << "inherited";
+  EXPECT_THAT(Explain(*child.plan), HasSubstr("allowed: at most 10 commands"));
+  auto longer = Compile(dir.Write(
+      "longer.policy", Policy("longer", "  session {\n    idle_timeout = 10m\n  }\n", "base")));
+  EXPECT_THAT(CodesOnly(longer), ElementsAre("E096")) << RenderAll(longer);
+
+  auto bad = Compile(dir.Write(
+      "bad.policy", Policy("bad", "  session {\n    max_execs = 0\n    execs = 3\n  }\n")));
+  EXPECT_THAT(CodesOnly(bad), ElementsAre("E023", "E020")) << RenderAll(bad);
+  EXPECT_THAT(RenderAll(bad), HasSubstr("expected one of: max_execs, idle_timeout, max_lifetime"));
+  auto inverted = Compile(dir.Write(
+      "inverted.policy",
+      Policy("inverted", "  session {\n    idle_timeout = 2h\n    max_lifetime = 1h\n  }\n")));
+  EXPECT_THAT(CodesOnly(inverted), ElementsAre("E095")) << RenderAll(inverted);
 }
 
 TEST(CompilerTest, OverridesAreRecordedAndWarned) {

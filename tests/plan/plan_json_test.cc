@@ -48,6 +48,25 @@ TEST(PlanJsonTest, RoundTrip) {
   EXPECT_EQ(back->env.at("UNICODE"), p.env.at("UNICODE"));
 }
 
+TEST(PlanJsonTest, SessionLimitsRoundTripAndAreAbsentWhenNotAllowed) {
+  Plan p = ValidPlan();
+  EXPECT_EQ(ToCanonicalJson(p).find("\"session\""), std::string::npos);
+  p.session = {true, 20, 120'000'000'000ull, 3600'000'000'000ull};
+  const std::string j = ToCanonicalJson(p);
+  EXPECT_NE(
+      j.find(
+          R"("session":{"idle_timeout_ns":120000000000,"max_execs":20,"max_lifetime_ns":3600000000000})"),
+      std::string::npos)
+      << j;
+  auto back = PlanFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->session.allowed);
+  EXPECT_EQ(back->session.max_execs, 20u);
+  EXPECT_EQ(back->session.idle_timeout_ns, p.session.idle_timeout_ns);
+  EXPECT_EQ(back->session.max_lifetime_ns, p.session.max_lifetime_ns);
+  EXPECT_NE(PlanDigest(*back), PlanDigest(ValidPlan()));
+}
+
 TEST(PlanJsonTest, CallerChoicesRoundTripAndAreAbsentWhenEmpty) {
   Plan p = ValidPlan();
   const std::string without = ToCanonicalJson(p);
