@@ -1,6 +1,7 @@
 #include "compiler/draft.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace safex::compiler {
 namespace {
@@ -12,6 +13,12 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
   plan::Plan p;
   auto note = [&](const std::string& field, const Origin& o) {
     if (origins) (*origins)[field] = o;
+  };
+  // A value some statement set, into its plan field, with that statement noted as its origin.
+  auto take = [&note](const auto& set, auto& field, const char* name) {
+    if (!set) return;
+    field = static_cast<std::remove_reference_t<decltype(field)>>(set->value);
+    note(name, set->origin);
   };
   p.policy_name = d.policy_name;
   if (d.trust) p.trust = d.trust->value, note("trust", d.trust->origin);
@@ -76,18 +83,9 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     // Defaults for what no statement of the chain set: 100 commands, 5 minutes idle, 1 hour.
     p.session = {true, 100, 300'000'000'000ull, 3600'000'000'000ull};
     note("session", d.session->origin);
-    if (d.session_max_execs) {
-      p.session.max_execs = static_cast<uint32_t>(d.session_max_execs->value);
-      note("session.max_execs", d.session_max_execs->origin);
-    }
-    if (d.session_idle_timeout) {
-      p.session.idle_timeout_ns = d.session_idle_timeout->value;
-      note("session.idle_timeout_ns", d.session_idle_timeout->origin);
-    }
-    if (d.session_max_lifetime) {
-      p.session.max_lifetime_ns = d.session_max_lifetime->value;
-      note("session.max_lifetime_ns", d.session_max_lifetime->origin);
-    }
+    take(d.session_max_execs, p.session.max_execs, "session.max_execs");
+    take(d.session_idle_timeout, p.session.idle_timeout_ns, "session.idle_timeout_ns");
+    take(d.session_max_lifetime, p.session.max_lifetime_ns, "session.max_lifetime_ns");
   }
   for (const auto& [k, v] : d.env) {
     p.env[k] = v.value;
@@ -107,14 +105,8 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
     for (const auto& [f, o] : v.fields) note(base + "." + f, o);
     p.validators.push_back(v.v);
   }
-  if (d.outputs_max_files) {
-    p.outputs.max_files = d.outputs_max_files->value;
-    note("outputs.max_files", d.outputs_max_files->origin);
-  }
-  if (d.outputs_max_total) {
-    p.outputs.max_total_bytes = d.outputs_max_total->value;
-    note("outputs.max_total_bytes", d.outputs_max_total->origin);
-  }
+  take(d.outputs_max_files, p.outputs.max_files, "outputs.max_files");
+  take(d.outputs_max_total, p.outputs.max_total_bytes, "outputs.max_total_bytes");
   for (size_t i = 0; i < d.tests.size(); ++i) {
     p.tests.push_back(d.tests[i].value);
     note(Idx("tests", i), d.tests[i].origin);
