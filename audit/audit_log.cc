@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "audit/canonical.h"
@@ -989,16 +990,59 @@ Status AuditLog::RecordInterrupted(const Interrupted& interrupted, EventRef* app
 }
 
 Result<std::vector<std::pair<std::string, int64_t>>> AuditLog::UnfinishedRunStarts() {
-  SAFEX_ASSIGN_OR_RETURN(
-      Stmt s, Stmt::Prepare(impl_->db.get(),
-                            "SELECT run_id, start_ns FROM runs WHERE state = 'running' "
-                            "ORDER BY start_seq"));
+  SAFEX_ASSIGN_OR_RETURN(Stmt s,
+                         Stmt::Prepare(impl_->db.get(),
+                                       "SELECT run_id, start_ns FROM runs WHERE state = 'running' "
+                                       "ORDER BY start_seq"));
   std::vector<std::pair<std::string, int64_t>> out;
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
     if (!have) break;
     out.emplace_back(s.Text(0), s.Int(1));
   }
+  return out;
+}
+
+// Two queries instead of the `sandboxes` view's per-sandbox scan: the made, never-evicted ones
+// (indexed by run id), then every end event that names a pooled sandbox, once.
+Result<std::vector<AuditLog::UnendedSandbox>> AuditLog::UnendedSandboxes() {
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt made,
+      Stmt::Prepare(
+          impl_->db.get(),
+          "SELECT m.run_id, m.pid, m.time_ns, m.policy_name, m.plan_digest FROM events AS m "
+          "WHERE m.kind = 'sandbox' AND m.purpose = 'made' AND NOT EXISTS "
+          "(SELECT 1 FROM events AS e WHERE e.run_id = m.run_id AND "
+          "e.kind = 'sandbox' AND e.purpose = 'evicted') ORDER BY m.seq"));
+  std::vector<UnendedSandbox> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, made.Step());
+    if (!have) break;
+    UnendedSandbox u;
+    u.sandbox_id = made.Text(0);
+    if (!made.IsNull(1)) u.maker_pid = static_cast<int32_t>(made.Int(1));
+    u.made_ns = made.Int(2);
+    u.policy_name = made.Text(3);
+    u.plan_digest = made.Text(4);
+    out.push_back(std::move(u));
+  }
+  if (out.empty()) return out;
+  SAFEX_ASSIGN_OR_RETURN(Stmt served,
+                         Stmt::Prepare(impl_->db.get(),
+                                       "SELECT enforcement FROM events WHERE kind = 'end' AND "
+                                       "instr(enforcement, '\"pooled ') > 0"));
+  std::set<std::string> named;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, served.Step());
+    if (!have) break;
+    const std::string text = served.Text(0);
+    for (size_t at = text.find("\"pooled "); at != std::string::npos;
+         at = text.find("\"pooled ", at + 1)) {
+      const size_t begin = at + 8;
+      named.insert(text.substr(begin, text.find(' ', begin) - begin));
+    }
+  }
+  std::erase_if(out, [&named](const UnendedSandbox& u) { return named.count(u.sandbox_id) > 0; });
   return out;
 }
 

@@ -170,6 +170,17 @@ class AuditLog {
   // A pooled sandbox made (its id new to the log) or evicted (made before, not yet evicted).
   Status RecordSandbox(const SandboxEvent& event, EventRef* appended = nullptr);
 
+  // Pooled sandboxes made and never ended: no eviction, and no run's end names them. Crash
+  // recovery records the eviction of those whose maker is gone (the service was killed).
+  struct UnendedSandbox {
+    std::string sandbox_id;
+    std::optional<int32_t> maker_pid;  // the service process that made it
+    int64_t made_ns = 0;
+    std::string policy_name;
+    std::string plan_digest;
+  };
+  Result<std::vector<UnendedSandbox>> UnendedSandboxes();
+
   // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
   Result<std::vector<std::string>> UnfinishedRuns();
   // The same with each run's start time (unix ns), oldest first.

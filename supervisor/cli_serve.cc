@@ -76,7 +76,9 @@ int DoServe(const ServeFlags& f) {
   }
   const serve::RecoveryReport& r = (*server)->recovery();
   serve::ServeLog("recovery: " + std::to_string(r.interrupted.size()) +
-                  " runs closed as interrupted, sandboxes removed: " + r.SandboxesText() + ", " +
+                  " runs closed as interrupted, " + std::to_string(r.sandboxes_evicted.size()) +
+                  " pooled sandboxes of a killed service recorded as evicted, sandboxes removed: " +
+                  r.SandboxesText() + ", " +
                   std::to_string(r.networks_removed) + " networks, " +
                   std::to_string(r.input_dirs_removed) + " input dirs and " +
                   std::to_string(r.records_removed) + " run records removed");

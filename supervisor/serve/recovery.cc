@@ -2,7 +2,14 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "audit/time_format.h"
 #include "common/fs_tree.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/private_dir.h"
@@ -20,7 +27,51 @@ Status RemoveIfPresent(const std::string& path, int* removed) {
   return Status::Ok();
 }
 
+// 1b. Every pooled sandbox made and never ended whose maker is gone gets its eviction event.
+Status RecordLostSandboxes(audit::AuditLog& log, std::vector<std::string>* evicted) {
+  SAFEX_ASSIGN_OR_RETURN(auto unended, log.UnendedSandboxes());
+  for (const audit::AuditLog::UnendedSandbox& u : unended) {
+    if (!MakerGone(u.maker_pid, u.made_ns)) continue;
+    audit::SandboxEvent ev;
+    ev.sandbox_id = u.sandbox_id;
+    ev.what = audit::SandboxEvent::What::kEvicted;
+    ev.requester.pid = getpid();
+    ev.policy_name = u.policy_name;
+    ev.plan_digest = u.plan_digest;
+    ev.reason =
+        "its service ended without destroying it (killed or crashed); removed by the next "
+        "start's recovery";
+    ev.time_ns = audit::NowNs();
+    SAFEX_RETURN_IF_ERROR(log.RecordSandbox(ev).With("sandbox " + u.sandbox_id));
+    evicted->push_back(u.sandbox_id);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool MakerGone(std::optional<int32_t> pid, int64_t made_ns) {
+  if (!pid || *pid <= 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(*pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (text.empty() || paren == std::string::npos) return true;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i != 22) continue;
+    // Field 22: the start time in clock ticks after boot; /proc/stat's btime is the boot.
+    std::ifstream boot("/proc/stat");
+    for (std::string line; std::getline(boot, line);) {
+      if (!line.starts_with("btime ")) continue;
+      const int64_t start_ns =
+          std::stoll(line.substr(6)) * 1'000'000'000 +
+          std::stoll(field) * (1'000'000'000 / std::max<long>(sysconf(_SC_CLK_TCK), 1));
+      return start_ns > made_ns + 1'000'000'000;  // btime has whole seconds
+    }
+  }
+  return false;  // unreadable: assume alive, leave it alone
+}
 
 std::string ServeInputsDir(const std::string& state_dir) {
   return supervisor::PrivateRootFor(state_dir) + "/requests";
@@ -52,6 +103,10 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends
   note("sandboxes", backends.CleanupStale(&cleanup));
   report.sandboxes_removed = cleanup.removed;
   for (std::string& w : cleanup.warnings) report.warnings.push_back(std::move(w));
+
+  // 1b. The audit trail of the pooled sandboxes removed in 1 (those of a service that was
+  //     killed): each gets the end its service never wrote.
+  note("pooled sandboxes", RecordLostSandboxes(log, &report.sandboxes_evicted));
 
   // 2. Networks.
   if (Status v = drivers::net::ValidateNetworkConfig(options.network); v.ok()) {

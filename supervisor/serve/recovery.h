@@ -39,6 +39,9 @@ struct RecoveryReport {
   int records_removed = 0;
   int input_dirs_removed = 0;
   std::vector<std::string> interrupted;  // run ids closed with an interrupted event
+  // Pooled sandboxes of a killed service: removed with the stale sandboxes above, and their end
+  // recorded (an eviction) so that every sandbox made has one.
+  std::vector<std::string> sandboxes_evicted;
   std::vector<std::string> warnings;     // things skipped (e.g. runsc missing: nothing to clean)
   // "S gvisor, M microvm" for the log line.
   std::string SandboxesText() const;
@@ -49,6 +52,12 @@ struct RecoveryReport {
 // `backends` are the service's own (its state_dir), the same the runs will use.
 Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends& backends,
                                audit::AuditLog& log);
+
+// Whether process `pid`, which made something at `made_ns` (CLOCK_REALTIME), is gone: no such
+// process, or one that started after that moment (a reused pid, a reboot). Recovery records the
+// end of a pooled sandbox only when its maker is gone: a live one is another service sharing the
+// audit log.
+bool MakerGone(std::optional<int32_t> pid, int64_t made_ns);
 
 // The directory under `state_dir` where the daemon writes request input files, one per run.
 std::string ServeInputsDir(const std::string& state_dir);

@@ -333,7 +333,7 @@ TEST(AuditLogTest, VerifyFailsWhenOnePooledSandboxServedTwoRuns) {
   EXPECT_FALSE(reused->ok);
   EXPECT_EQ(reused->first_bad_seq, 8);
   EXPECT_NE(reused->problem.find("pooled sandbox sbx-first served run again but it already "
-                                  "served run first"),
+                                 "served run first"),
             std::string::npos)
       << reused->problem;
 }
@@ -381,10 +381,27 @@ TEST(AuditLogTest, SandboxEventsAreChainedAndOrderedAndTheViewJoinsThem) {
       R"({"fields":[{"name":"sandbox","state":"observed","observed":"pooled sbx-b made 1 ns )"
       R"(idle 3 ms","source":"safex serve: warm pool"}]})";
   ASSERT_TRUE(log->RecordEnd(end).ok());
-  EXPECT_EQ(RawQuery(db, "SELECT group_concat(row, char(10)) FROM (SELECT sandbox_id || ' ' || "
-                         "ifnull(evicted_because, '-') || ' ' || ifnull(served_run, '-') AS row "
-                         "FROM sandboxes ORDER BY sandbox_id)"),
-            "sbx-a idle longer than max_idle (600 s) -\nsbx-b - served");
+  // Made and never ended: neither evicted (sbx-a) nor named by a run's end (sbx-b); with its
+  // maker and what it was made from, for crash recovery.
+  SandboxEvent open = made("sbx-c");
+  open.requester.pid = 4242;
+  ASSERT_TRUE(log->RecordSandbox(open).ok());
+  auto unended = log->UnendedSandboxes();
+  ASSERT_TRUE(unended.ok()) << unended.status().ToString();
+  ASSERT_EQ(unended->size(), 1u);
+  EXPECT_EQ((*unended)[0].sandbox_id, "sbx-c");
+  EXPECT_EQ((*unended)[0].maker_pid, 4242);
+  EXPECT_EQ((*unended)[0].policy_name, "python-untrusted");
+  EXPECT_EQ((*unended)[0].plan_digest, digest);
+  EXPECT_GT((*unended)[0].made_ns, 0);
+  ASSERT_TRUE(log->RecordSandbox(evicted("sbx-c", "its service ended without destroying it")).ok());
+  EXPECT_TRUE(log->UnendedSandboxes()->empty());
+  EXPECT_EQ(RawQuery(db,
+                     "SELECT group_concat(row, char(10)) FROM (SELECT sandbox_id || ' ' || "
+                     "ifnull(evicted_because, '-') || ' ' || ifnull(served_run, '-') AS row "
+                     "FROM sandboxes ORDER BY sandbox_id)"),
+            "sbx-a idle longer than max_idle (600 s) -\nsbx-b - served\n"
+            "sbx-c its service ended without destroying it -");
   auto ok = log->Verify();
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->ok) << ok->problem;

@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "audit/time_format.h"
 #include "plan/plan_json.h"
+#include "supervisor/serve/recovery.h"
 
 namespace safex::serve {
 namespace {
@@ -172,6 +174,18 @@ TEST_F(SandboxPoolTest, TheMemoryBudgetCountsWhatEachSandboxHolds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // two more tending passes
   EXPECT_EQ(pool_->stats().ready, 2u);
   EXPECT_EQ(driver_->boots.load(), 2);
+}
+
+// Crash recovery ends the pooled sandboxes of a service that is gone, never of one alive (another
+// service sharing the audit log): this process made something a moment ago and is alive; a pid
+// that started after the moment, or none at all, is gone.
+TEST(MakerGoneTest, OnlyAMakerThatIsStillTheSameProcessIsAlive) {
+  const int64_t now = audit::NowNs();
+  EXPECT_FALSE(MakerGone(static_cast<int32_t>(getpid()), now));
+  EXPECT_TRUE(MakerGone(static_cast<int32_t>(getpid()), 1'000'000'000))
+      << "this process started long after 1970: the maker of then was another";
+  EXPECT_TRUE(MakerGone(0x7ffffff0, now)) << "no such process";
+  EXPECT_TRUE(MakerGone(std::nullopt, now));
 }
 
 }  // namespace

@@ -232,6 +232,30 @@ TEST_F(ServePoolTest, WaitingSandboxesOfAKilledServiceAreRemovedAtTheNextStart) 
   EXPECT_EQ(h_.HealthNumber("recovered_runs"), 0);
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
   ExpectNoLeaks();
+  // The audit trail: every sandbox the killed service made has an end, its eviction by the next
+  // start's recovery, and the log verifies.
+  auto log = h_.OpenAudit();
+  ASSERT_NE(log, nullptr);
+  std::map<std::string, std::string> made;  // id -> why it was evicted
+  ASSERT_TRUE(log->ForEachEvent([&](const audit::EventRow& e) {
+                   if (e.text(audit::kColKind) != "sandbox") return Status::Ok();
+                   const std::string id(e.text(audit::kColRunId));
+                   made[id] = e.text(audit::kColPurpose) == "made"
+                                  ? ""
+                                  : std::string(e.text(audit::kColReason));
+                   return Status::Ok();
+                 })
+                  .ok());
+  EXPECT_GE(made.size(), 2u);
+  for (const auto& [id, why] : made) {
+    EXPECT_THAT(why, HasSubstr("ended without destroying it")) << id;
+  }
+  auto unended = log->UnendedSandboxes();
+  ASSERT_TRUE(unended.ok());
+  EXPECT_TRUE(unended->empty());
+  auto verified = log->Verify();
+  ASSERT_TRUE(verified.ok());
+  EXPECT_TRUE(verified->ok) << verified->problem;
 }
 
 }  // namespace
