@@ -55,8 +55,10 @@ void RunState::StopSandbox(std::chrono::milliseconds grace) {
     // kill is the fallback for a sandbox that does not go (wedged sentry, runsc stuck): every
     // process runsc started for this run (gofer, sandbox, stubs) is in the cgroup.
     auto k = RunTool(Runsc({"kill", "--all", run_id, "KILL"}), std::chrono::milliseconds(1000));
-    (void)k;
-    auto st = runsc.Wait(Clock::now() + grace);
+    // A `runsc kill` that failed or ran out of time (a loaded host: the Go start alone can take
+    // that long) delivered nothing to wait for: the cgroup kill comes at once, not after `grace`.
+    const bool delivered = k.ok() && !k->timed_out && k->status.exited && k->status.code == 0;
+    auto st = delivered ? runsc.Wait(Clock::now() + grace) : runsc.TryWait();
     if (!st.ok() || !st->has_value()) {
       if (cg.valid()) cg.KillAll().ok();
       st = runsc.Wait(Clock::now() + std::chrono::milliseconds(500));

@@ -8,7 +8,7 @@
 //                                          success, so the suite can fail
 // Environment: SAFEX_CONTAINMENT_JOBS (runs at once, default 4), SAFEX_CONTAINMENT_CASES
 // (comma-separated ids to run, default all), SAFEX_CONTAINMENT_COLUMNS (comma-separated column
-// names to run, default all).
+// names to run, default all; `submit` for the column through the service).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -995,8 +995,12 @@ void Suite::RunAll() {
       continue;
     }
     for (const Column& col : kColumns) {
-      if (!o_.only_columns.empty() && std::find(o_.only_columns.begin(), o_.only_columns.end(),
-                                                col.name) == o_.only_columns.end()) {
+      // By name, or `submit` for the column through the service (its name holds a comma).
+      auto chosen = [&col](const std::string& c) {
+        return c == col.name || (col.submit && c == "submit");
+      };
+      if (!o_.only_columns.empty() &&
+          std::none_of(o_.only_columns.begin(), o_.only_columns.end(), chosen)) {
         continue;
       }
       const BackendStatus& s = backends_[col.backend];
