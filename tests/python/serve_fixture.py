@@ -79,6 +79,27 @@ def require_root_or_skip(test_case=None):
     raise unittest.SkipTest(why)
 
 
+# Every fixture not yet cleaned up. A test process ended by a signal (ctest's timeout, a
+# developer's ^C or kill: SIGTERM goes to the whole process group, the daemon included) stops its
+# daemons and removes their temp dirs first; otherwise a daemon killed with its test (the
+# parent-death SIGKILL below) would leave its runs' sandboxes in a temp dir no later start
+# recovers.
+_LIVE = []
+
+
+def _clean_up_and_die(signum, _frame):
+    for fixture in list(_LIVE):
+        fixture.cleanup(deadline=30.0)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _clean_up_on_signals():
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(sig) is not _clean_up_and_die:
+            signal.signal(sig, _clean_up_and_die)
+
+
 def _die_with_parent():
     # PR_SET_PDEATHSIG = 1: the daemon gets SIGKILL if the test process dies without stopping it.
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
@@ -87,7 +108,9 @@ def _die_with_parent():
 class ServeFixture:
     def __init__(self, extra_service="", extra_policies=None, max_concurrent=4, max_queue=16,
                  request_timeout="5s", drain_timeout="20s"):
+        _clean_up_on_signals()
         self.dir = tempfile.mkdtemp(prefix="pyserve-")
+        _LIVE.append(self)
         # Other uids (the 65534 tests) must reach the socket inside.
         os.chmod(self.dir, 0o755)
         self.socket = os.path.join(self.dir, "safex.sock")
@@ -174,10 +197,12 @@ class ServeFixture:
             self.exit_code = -signal.SIGKILL
         return self.exit_code
 
-    def cleanup(self):
+    def cleanup(self, deadline=90.0):
         """Stops the daemon if needed and removes the temp dir."""
-        self.stop()
+        self.stop(deadline=deadline)
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self in _LIVE:
+            _LIVE.remove(self)
 
     def as_uid(self, uid, fn):
         """Runs fn() in a forked child with uid and gid `uid` (no supplementary groups) and

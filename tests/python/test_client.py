@@ -2,8 +2,11 @@
 runs, streaming, cancellation, output files, idempotency, other callers, bad inputs. The first
 class needs no daemon (the client's own checks)."""
 
+import glob
 import hashlib
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -348,6 +351,44 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(h["audit_log"], "ok")
         self.assertIn("safex_runs_started_total", self.client.metrics())
 
+
+
+class InterruptedTestTest(unittest.TestCase):
+    """A test process ended by SIGTERM while its daemon runs a program (ctest's timeout, a
+    developer's kill) stops the daemon and removes its temp dir: nothing of the run is left."""
+
+    CHILD = (
+        "import sys, time\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import serve_fixture\n"
+        "d = serve_fixture.ServeFixture(drain_timeout='2s')\n"
+        "d.start()\n"
+        "h = d.client().run('base-untrusted', ['sleep', '60'])\n"
+        "while d.client().get(h.run_id).get('state') != 'running':\n"
+        "    time.sleep(0.05)\n"
+        "print(d.dir, h.run_id, flush=True)\n"
+        "time.sleep(120)\n")
+
+    def test_sigterm_leaves_nothing(self):
+        serve_fixture.require_root_or_skip()
+        child = subprocess.Popen([sys.executable, "-c", self.CHILD,
+                                  os.path.dirname(os.path.abspath(__file__))],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            line = child.stdout.readline().split()
+            self.assertEqual(len(line), 2, "the child did not start its run")
+            temp_dir, run_id = line
+            self.assertTrue(os.path.isdir(temp_dir))
+            child.send_signal(signal.SIGTERM)
+            self.assertEqual(child.wait(60), -signal.SIGTERM)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        self.assertFalse(os.path.exists(temp_dir), "the interrupted test's temp dir is left")
+        left = glob.glob(f"/sys/fs/cgroup/*/safex/{run_id}") + glob.glob(
+            f"/sys/fs/cgroup/safex/{run_id}")
+        self.assertEqual(left, [], "the run's cgroup is left")
 
 
 class RestartTest(unittest.TestCase):
