@@ -990,10 +990,10 @@ Status AuditLog::RecordInterrupted(const Interrupted& interrupted, EventRef* app
 }
 
 Result<std::vector<std::pair<std::string, int64_t>>> AuditLog::UnfinishedRunStarts() {
-  SAFEX_ASSIGN_OR_RETURN(Stmt s,
-                         Stmt::Prepare(impl_->db.get(),
-                                       "SELECT run_id, start_ns FROM runs WHERE state = 'running' "
-                                       "ORDER BY start_seq"));
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT run_id, start_ns FROM runs WHERE state = 'running' "
+                            "ORDER BY start_seq"));
   std::vector<std::pair<std::string, int64_t>> out;
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());

@@ -266,14 +266,11 @@ class Comparer {
       if (o.allowed) Add(Effect::kTightens, "", "session", "no longer allows sessions");
       return;
     }
-    auto bound = [this](uint64_t now, uint64_t was, const std::string& field,
-                        const std::string& what) {
-      if (now > was) Add(Effect::kLoosens, "E096", field, "raises the sessions' " + what);
-      if (now < was) Add(Effect::kTightens, "", field, "lowers the sessions' " + what);
-    };
-    bound(n.max_execs, o.max_execs, "session.max_execs", "command count");
-    bound(n.idle_timeout_ns, o.idle_timeout_ns, "session.idle_timeout_ns", "idle timeout");
-    bound(n.max_lifetime_ns, o.max_lifetime_ns, "session.max_lifetime_ns", "lifetime");
+    Number("session.max_execs", "session max_execs", o.max_execs, n.max_execs, 0, "E096");
+    Number("session.idle_timeout_ns", "session idle_timeout", o.idle_timeout_ns,
+           n.idle_timeout_ns, 1, "E096");
+    Number("session.max_lifetime_ns", "session max_lifetime", o.max_lifetime_ns,
+           n.max_lifetime_ns, 1, "E096");
   }
 
   static std::string ActionText(plan::SyscallAction a, int err) {

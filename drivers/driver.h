@@ -185,8 +185,8 @@ class Driver {
   // limits, mounts (an input mount gets an empty stand-in), seccomp filter, network and cgroups,
   // and the same read-back; it fails (nothing left) where Run would refuse or fail. RunPrepared
   // moves the request's input directory (a snapshot of the run's own, left empty) into that
-  // stand-in, then runs `request` in it as the program (the wall clock starts now; the CPU used by boot and idling is not the run's) and
-  // destroys it; the result is what Run would give. It refuses a plan other than the one the
+  // stand-in, then runs `request` in it as the program (the wall clock starts now; the CPU used
+  // by boot and idling is not the run's) and destroys it; the result is what Run would give. It refuses a plan other than the one the
   // sandbox was made from. Backends without a pool: FailedPrecondition. The sandbox's processes
   // carry a parent-death signal bound to the thread that called Prepare: that thread must outlive
   // the sandbox (the pool's boot threads live until it stops).

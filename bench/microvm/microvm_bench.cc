@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/microvm/bench_plan.h"
+#include "bench/common/bench_plan.h"
 #include "drivers/microvm/host_tsc.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/vm_launcher.h"
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     Report(title, collected);
   };
 
-  safex::plan::Plan bb = safex::bench::MicrovmBenchPlan();
+  safex::plan::Plan bb = safex::bench::BenchPlan(safex::plan::Backend::kMicrovm);
   bb.mounts.push_back(safex::bench::Bind("/bin/busybox"));
   run_case("busybox true (image: /bin/busybox only)", bb, {"/bin/busybox", "true"}, runs);
 
@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
   }
 
   if (standard) {
-    safex::plan::Plan sp = safex::bench::MicrovmBenchPlan();
+    safex::plan::Plan sp = safex::bench::BenchPlan(safex::plan::Backend::kMicrovm);
     for (const char* p : {"/usr", "/lib", "/lib64", "/bin"})
       sp.mounts.push_back(safex::bench::Bind(p));
     run_case("/bin/true, standard binds (first run may build the image)", sp, {"/bin/true"}, 1);

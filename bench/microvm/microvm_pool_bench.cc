@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/microvm/bench_plan.h"
+#include "bench/common/bench_plan.h"
 #include "drivers/microvm/microvm_driver.h"
 
 namespace {
@@ -36,7 +36,7 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 safex::plan::Plan BenchPlan(bool standard) {
-  safex::plan::Plan p = safex::bench::MicrovmBenchPlan();
+  safex::plan::Plan p = safex::bench::BenchPlan(safex::plan::Backend::kMicrovm);
   p.policy_name = "pool-bench";
   p.process.uid = 65534;
   p.process.gid = 65534;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_plan.h"
 #include "bench/common/bench_util.h"
 #include "drivers/native/native_driver.h"
 
@@ -31,29 +32,17 @@ using Clock = std::chrono::steady_clock;
 std::string WorkDir() { return "/var/tmp/safex-native-bench-" + std::to_string(getpid()); }
 
 // The plan both the driver and `safex run` use (the policy below compiles to it).
-plan::Plan BenchPlan() {
-  plan::Plan p;
+plan::Plan NativePlan() {
+  plan::Plan p = bench::BenchPlan(plan::Backend::kNative);
   p.policy_name = "native-bench";
   p.trust = plan::Trust::kTrusted;
-  p.backend = plan::Backend::kNative;
-  p.limits = {30'000'000'000ull, 10'000'000'000ull, 256ull << 20, 64, 256, 1 << 20, 64ull << 20, 1};
   p.process.uid = 65534;
   p.process.gid = 65534;
   p.process.cwd = "/";
-  for (const char* d : {"/usr", "/lib", "/lib64", "/bin"}) {
-    plan::Mount m;
-    m.kind = plan::MountKind::kBind;
-    m.source = m.target = d;
-    p.mounts.push_back(m);
-  }
-  plan::Mount tmp;
-  tmp.kind = plan::MountKind::kTmpfs;
-  tmp.target = "/tmp";
-  tmp.read_only = false;
-  tmp.size_bytes = 64ull << 20;
-  tmp.noexec = true;
-  p.mounts.push_back(tmp);
-  p.env = {{"PATH", "/usr/bin:/bin"}};
+  // The binds before /tmp, as the policy below lists them.
+  std::vector<plan::Mount> binds;
+  for (const char* d : {"/usr", "/lib", "/lib64", "/bin"}) binds.push_back(bench::Bind(d));
+  p.mounts.insert(p.mounts.begin(), binds.begin(), binds.end());
   return p;
 }
 
@@ -158,7 +147,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "native: %s\n", st.ToString().c_str());
     return 1;
   }
-  const plan::Plan plan = BenchPlan();
+  const plan::Plan plan = NativePlan();
   struct Case {
     const char* name;
     std::vector<std::string> argv;

@@ -551,6 +551,10 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
       std::move(vm), *booted.hello, accel, mode, std::move(evidence)));
 }
 
+uint64_t MicrovmDriver::SandboxMemoryBytes(const plan::Plan& plan) const {
+  return microvm::VmmMemoryBytes(plan, options_);
+}
+
 // The identity of QEMU, the guest kernel and initramfs, and of the plan's bind sources (whose
 // image the VM has attached): a change to any retires the waiting VMs.
 std::string MicrovmDriver::SandboxGeneration(const plan::Plan& plan) {

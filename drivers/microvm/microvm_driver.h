@@ -136,11 +136,8 @@ class MicrovmDriver : public Driver {
   Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan,
                                 const RunRequest& request) override;
   std::string SandboxGeneration(const plan::Plan& plan) override;
-  // Guest RAM (the plan's memory + guest_overhead_bytes) and the VMM's own allowance: the VMM
-  // cgroup's limit.
-  uint64_t SandboxMemoryBytes(const plan::Plan& plan) const override {
-    return plan.limits.memory_bytes + options_.guest_overhead_bytes + options_.vmm_overhead_bytes;
-  }
+  // The VMM cgroup's memory limit: guest RAM and QEMU's own allowance.
+  uint64_t SandboxMemoryBytes(const plan::Plan& plan) const override;
 
   // Crash recovery (the daemon calls it at start; needs no Probe and no QEMU): removes what runs
   // of a supervisor that died left behind under state_root: every process still in the run's VMM

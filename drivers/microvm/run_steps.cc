@@ -164,13 +164,20 @@ Status PrepareOutputs(const plan::Plan& plan, VmRun& v) {
   return Status::Ok();
 }
 
+uint64_t GuestMib(const plan::Plan& plan, const drivers::MicrovmOptions& o) {
+  return (plan.limits.memory_bytes + o.guest_overhead_bytes + kMiB - 1) / kMiB;
+}
+
+uint64_t VmmMemoryBytes(const plan::Plan& plan, const drivers::MicrovmOptions& o) {
+  return GuestMib(plan, o) * kMiB + o.vmm_overhead_bytes;
+}
+
 Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
                        const drivers::MicrovmOptions& o, const drivers::cgroup::CgroupHost& cgroups,
                        uint32_t vcpus, VmRun& v) {
-  const uint64_t guest_ram = plan.limits.memory_bytes + o.guest_overhead_bytes;
-  v.guest_mib = (guest_ram + kMiB - 1) / kMiB;
+  v.guest_mib = GuestMib(plan, o);
   drivers::cgroup::Limits limits;
-  limits.memory_bytes = v.guest_mib * kMiB + o.vmm_overhead_bytes;
+  limits.memory_bytes = VmmMemoryBytes(plan, o);
   limits.pids_max = o.vmm_pids;
   limits.cpus = vcpus + 1;  // the vCPU threads and QEMU's main loop
   auto cg = cgroups.CreateRun(o.cgroup_parent, "microvm-" + req.run_id, limits);

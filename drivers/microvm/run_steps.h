@@ -81,6 +81,10 @@ Status AttachNetwork(const plan::Plan& plan, const drivers::RunRequest& req,
                      const drivers::MicrovmOptions& o, VmRun& v);
 // 4. One detached host tmpfs per output mount, filled from the guest's output stream.
 Status PrepareOutputs(const plan::Plan& plan, VmRun& v);
+// The guest's RAM in MiB (the plan's memory plus guest_overhead_bytes, rounded up), and the
+// VMM's host cgroup memory limit (that RAM plus vmm_overhead_bytes for QEMU itself).
+uint64_t GuestMib(const plan::Plan& plan, const drivers::MicrovmOptions& o);
+uint64_t VmmMemoryBytes(const plan::Plan& plan, const drivers::MicrovmOptions& o);
 // 5. The VMM's host cgroup: guest RAM and QEMU's own overhead, its tasks, its vCPUs.
 Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
                        const drivers::MicrovmOptions& o, const drivers::cgroup::CgroupHost& cgroups,

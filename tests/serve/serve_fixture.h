@@ -23,8 +23,23 @@ namespace safex::testing {
 // supplementary groups) and returns what the daemon answered.
 std::string RequestAs(uid_t uid, gid_t gid, const std::string& socket, const std::string& request);
 
+// A test of a microVM through the service: QEMU and the guest scripts/install-deps.sh installs
+// (the service uses the installed guest, not this build's).
+#define SAFEX_REQUIRE_INSTALLED_GUEST()                                                  \
+  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&                      \
+                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&           \
+                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,      \
+                "QEMU and the installed guest (scripts/install-deps.sh)")
+
 class ServeFixture : public ::testing::Test {
  protected:
+  // base-untrusted under the microVM backend, as policy "base-microvm".
+  void WriteMicrovmPolicy() {
+    h_.dir().Write(
+        "policies/base-microvm.policy",
+        "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  }
+
   void SetUp() override {
     SAFEX_REQUIRE_ROOT();
     SAFEX_REQUIRE(access("/usr/local/bin/runsc", X_OK) == 0, "runsc (scripts/install-deps.sh)");

@@ -174,15 +174,10 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
 // is handed it, a run with input files makes its own VM (its input is a disk attached at boot);
 // at the stop the waiting VM goes whole (QEMU, its cgroup, its directory).
 TEST_F(ServePoolTest, AMicrovmPoolServesRunsWithoutInputAndLeavesInputRunsCold) {
-  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
-                "QEMU and the installed guest (scripts/install-deps.sh)");
+  SAFEX_REQUIRE_INSTALLED_GUEST();
   const std::string microvm_runs = "/var/lib/safex/microvm/runs";
   const std::string ready = "safex_pool_ready{policy=\"base-microvm\"}";
-  h_.dir().Write(
-      "policies/base-microvm.policy",
-      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  WriteMicrovmPolicy();
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = "    pool \"base-microvm\" { size = 1 }\n"}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());

@@ -378,14 +378,9 @@ TEST_F(ServeTest, SigkillDuringRunsThenRestartLeavesNothingAndRecordsEachLostRun
 // cgroup, its run directory under the microVM state root, QEMU if it outlived its parent) is
 // removed by the restarted daemon's recovery, and the run is closed as interrupted.
 TEST_F(ServeTest, SigkillDuringAMicrovmRunThenRestartLeavesNothingAndRecordsTheLostRun) {
-  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
-                "QEMU and the installed guest (scripts/install-deps.sh)");
+  SAFEX_REQUIRE_INSTALLED_GUEST();
   const std::string microvm_runs = "/var/lib/safex/microvm/runs";
-  h_.dir().Write(
-      "policies/base-microvm.policy",
-      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  WriteMicrovmPolicy();
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.max_concurrent = 2}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
@@ -518,13 +513,8 @@ TEST_F(ServeTest, SigtermPastTheDrainDeadlineInterruptsAndRecordsRuns) {
 // The microVM twin: at the drain deadline a guest running `sleep 30` is killed at once (the
 // driver honours the cancel token), the run ends interrupted, nothing is left.
 TEST_F(ServeTest, SigtermPastTheDrainDeadlineInterruptsAMicrovmRunPromptly) {
-  SAFEX_REQUIRE(access("/usr/bin/qemu-system-x86_64", X_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/vmlinuz", R_OK) == 0 &&
-                    access("/usr/local/lib/safex/guest/initramfs.cpio", R_OK) == 0,
-                "QEMU and the installed guest (scripts/install-deps.sh)");
-  h_.dir().Write(
-      "policies/base-microvm.policy",
-      "policy \"base-microvm\" extends \"base-untrusted\" {\n  isolation = microvm\n}\n");
+  SAFEX_REQUIRE_INSTALLED_GUEST();
+  WriteMicrovmPolicy();
   StartAndSnapshot({.max_concurrent = 1, .max_queue = 2, .drain_timeout = "1s"});
   auto running = std::async(std::launch::async, [&] {
     return h_.Submit("base-microvm", {"/bin/sh", "-c", "echo started; sleep 30"}, {"--json"});

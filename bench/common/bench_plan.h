@@ -1,5 +1,5 @@
-// The plan both microVM benchmarks run (microvm_bench, microvm_pool_bench): generous limits, a
-// /tmp tmpfs, and the binds each case adds.
+// The plan the backend benchmarks run (microvm_bench, microvm_pool_bench, native_bench): generous
+// limits, a /tmp tmpfs, and the binds, identity and trust each case adds.
 #pragma once
 
 #include <string>
@@ -16,9 +16,9 @@ inline plan::Mount Bind(const std::string& p) {
   return m;
 }
 
-inline plan::Plan MicrovmBenchPlan() {
+inline plan::Plan BenchPlan(plan::Backend backend) {
   plan::Plan p;
-  p.backend = plan::Backend::kMicrovm;
+  p.backend = backend;
   p.limits.wall_time_ns = 30'000'000'000ull;
   p.limits.cpu_time_ns = 10'000'000'000ull;
   p.limits.memory_bytes = 256ull << 20;
