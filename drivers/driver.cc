@@ -35,6 +35,11 @@ Result<RunResult> Driver::RunPrepared(std::unique_ptr<PreparedSandbox> /*sandbox
   return Status::FailedPrecondition(std::string(name()) + ": this backend has no warm pool");
 }
 
+Result<std::unique_ptr<SessionSandbox>> Driver::OpenSession(const plan::Plan& /*plan*/,
+                                                            const PrepareRequest& /*request*/) {
+  return Status::FailedPrecondition(std::string(name()) + ": this backend has no sessions");
+}
+
 std::string Driver::SandboxGeneration(const plan::Plan& /*plan*/) { return ""; }
 
 Status CheckRunnable(const plan::Plan& plan, const RunRequest& req, plan::Backend backend,

@@ -149,6 +149,56 @@ class PreparedSandbox {
   int64_t created_ns_;
 };
 
+// An agent session's sandbox (Driver::OpenSession): booted from a plan as a cold run's is, with
+// the same read-back, and kept for one caller's task: several commands, one after the other,
+// each a child of the sandbox's own init (so each inherits the plan's seccomp filter, rlimits,
+// uid and no_new_privs), and files written into and read out of its writable mounts between
+// them. Destroying it tears everything down as a cold run's end does. Never handed to another
+// session: the service keeps one per session id.
+//
+// Between commands nothing runs: when a command's process ends, every other process in the
+// sandbox is killed and counted (RunResult::limit_detail says how many). The memory, pids and
+// disk limits hold for the whole session (one cgroup, one set of tmpfs mounts); wall time, CPU
+// time and the output cap are per command. Methods are called from one thread at a time.
+class SessionSandbox {
+ public:
+  virtual ~SessionSandbox() = default;
+  const std::string& id() const { return id_; }
+  const std::string& plan_digest() const { return plan_digest_; }
+  int64_t created_ns() const { return created_ns_; }  // CLOCK_REALTIME when it became ready
+  const Enforcement& enforcement() const { return enforcement_; }
+  // Runs `request` (argv, stdin, on_output, cancel; no input_dir: files come with WriteFile) as
+  // the next command. The result is a run's: the wall clock starts now, cpu_ns and the output
+  // are this command's alone. Non-ok when the command could not be started (the sandbox is gone,
+  // a request it cannot carry); a limit that ended the whole sandbox (memory) is a result, and
+  // the session is then no longer Alive().
+  virtual Result<RunResult> Exec(const RunRequest& request) = 0;
+  // Writes (creates or replaces) the regular file `path` (absolute, inside the sandbox) with
+  // `bytes`, as the program's uid; missing directories are made. `mode` applies when the file is
+  // created. Refused: a symlink anywhere on the path, a path that is not a regular file.
+  virtual Status WriteFile(const std::string& path, std::string_view bytes, uint32_t mode) = 0;
+  // Reads the regular file `path`, at most `max_bytes` (larger: ResourceExhausted).
+  virtual Result<std::string> ReadFile(const std::string& path, uint64_t max_bytes) = 0;
+  // Whether it can still run commands (its runtime is alive and answered its last command).
+  virtual bool Alive() = 0;
+  // What teardown could not remove so far ("" normally); final once the object is destroyed.
+  virtual std::string Errors() const { return ""; }
+
+ protected:
+  SessionSandbox(std::string id, std::string plan_digest, int64_t created_ns)
+      : id_(std::move(id)), plan_digest_(std::move(plan_digest)), created_ns_(created_ns) {}
+  Enforcement enforcement_;
+
+ private:
+  std::string id_;
+  std::string plan_digest_;
+  int64_t created_ns_;
+};
+
+// The largest stdin of a session command, and file written into a session (the sandbox's init
+// holds each command whole).
+inline constexpr uint64_t kMaxSessionPayloadBytes = 16 * 1024 * 1024;
+
 // CLOCK_REALTIME now, in nanoseconds (a PreparedSandbox's created_ns).
 int64_t RealtimeNs();
 // One path's part of a Driver::SandboxGeneration: its device, inode and modification time (and
@@ -194,6 +244,12 @@ class Driver {
                                                            const PrepareRequest& request);
   virtual Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox,
                                         const plan::Plan& plan, const RunRequest& request);
+  // Sessions (SessionSandbox above): a sandbox made from `plan` as Run would make it, up to the
+  // program, whose init then serves commands. The sandbox's processes carry a parent-death signal
+  // bound to the calling thread: that thread must outlive the session. Backends without
+  // sessions: FailedPrecondition.
+  virtual Result<std::unique_ptr<SessionSandbox>> OpenSession(const plan::Plan& plan,
+                                                              const PrepareRequest& request);
   // What a sandbox made from `plan` now depends on besides the plan: the runtime's binary and
   // version, the identity of the host paths the plan binds. The pool retires a waiting sandbox
   // whose generation is no longer the current one (a runsc upgrade, a replaced bind source).

@@ -10,6 +10,7 @@
  *
  * Usage (from the OCI spec only): safex-launch -- PROGRAM [ARG...]
  *                                 safex-launch --pool
+ *                                 safex-launch --session
  *
  * --pool (a warm pool's sandbox, made before its request is known): the same report, then it
  * waits on fd 4 for the hand-over instead of a bare go-ahead: 'p', a 4-byte little-endian length,
@@ -21,6 +22,9 @@
  * the program starts from the state the runtime set, as in a cold run. No call is added either
  * (stdin is replaced with close and open, not dup2): a plan's filter that would kill the waiter
  * kills a cold run's launcher too.
+ *
+ * --session (an agent session, several commands of one task in one sandbox): the same report, then
+ * it stays the sandbox's init and serves framed commands on fd 4 until EOF; see session.c.
  *
  * Report on fd 3: "SAFEX-LAUNCH 1\n", then for each source "NAME LENGTH\n" and LENGTH bytes,
  * then "end\n". Static, no allocation beyond the stack, few syscalls (openat, read, write, close,
@@ -34,6 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "session.h"
+
 enum { kReportFd = 3, kGoFd = 4, kMaxSource = 64 * 1024 };
 /* The hand-over's bounds (the service refuses larger argv long before). */
 enum { kMaxHandOver = 4 * 1024 * 1024, kMaxArgs = 64 * 1024 };
@@ -42,7 +48,7 @@ static char buf[kMaxSource];
 static char handover[kMaxHandOver + 1];
 static char* handover_argv[kMaxArgs + 1];
 
-static int write_all(int fd, const char* p, size_t n) {
+int write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
@@ -53,7 +59,7 @@ static int write_all(int fd, const char* p, size_t n) {
   return 0;
 }
 
-static void say(const char* a, const char* b, const char* c) {
+void say(const char* a, const char* b, const char* c) {
   char line[512];
   int n = snprintf(line, sizeof line, "safex: %s%s%s\n", a, b, c);
   if (n > 0) write_all(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
@@ -94,7 +100,7 @@ static int send_status(void) {
 static int send_status(void) { return send_source("status", "/proc/self/status"); }
 #endif
 
-static int read_all(int fd, char* p, size_t n) {
+int read_all(int fd, char* p, size_t n) {
   while (n > 0) {
     ssize_t r = read(fd, p, n);
     if (r < 0 && errno == EINTR) continue;
@@ -132,8 +138,9 @@ static char** read_handover(void) {
 
 int main(int argc, char** argv) {
   const int pooled = argc == 2 && strcmp(argv[1], "--pool") == 0;
-  if (!pooled && (argc < 3 || strcmp(argv[1], "--") != 0)) {
-    say("safex-launch: usage: safex-launch -- PROGRAM [ARG...] | --pool", "", "");
+  const int in_session = argc == 2 && strcmp(argv[1], "--session") == 0;
+  if (!pooled && !in_session && (argc < 3 || strcmp(argv[1], "--") != 0)) {
+    say("safex-launch: usage: safex-launch -- PROGRAM [ARG...] | --pool | --session", "", "");
     return 125;
   }
   static const char kHeader[] = "SAFEX-LAUNCH 1\n";
@@ -144,6 +151,7 @@ int main(int argc, char** argv) {
       write_all(kReportFd, "end\n", 4) != 0) {
     return 125; /* no report, no program */
   }
+  if (in_session) return serve_session(kReportFd, kGoFd);
   close(kReportFd);
   char go = 0;
   ssize_t r;

@@ -17,6 +17,7 @@
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
 #include "drivers/gvisor/pooled_sandbox.h"
+#include "drivers/gvisor/session_sandbox.h"
 #include "drivers/gvisor/program_lookup.h"
 #include "drivers/gvisor/run_state.h"
 #include "drivers/gvisor/run_steps.h"
@@ -305,6 +306,43 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
       preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filter.has_value(),
       std::move(s), std::move(io), std::move(boot.enforcement)));
+}
+
+Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Plan& plan,
+                                                                  const PrepareRequest& preq) {
+  // The request a session's sandbox is booted for: its id, no program, no input.
+  RunRequest req;
+  req.run_id = preq.sandbox_id;
+  req.cancel = preq.cancel;
+  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  gvisor::SeccompOptions seccomp;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
+                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
+  gvisor::RunContext c{plan, req, options_};
+  c.session = true;
+  SigpipeBlock sigpipe_block;
+  auto parts = std::make_unique<gvisor::SessionParts>();
+  parts->plan = plan;
+  parts->options = &options_;
+  parts->backend_mode = BackendMode(plan);
+  parts->state = std::make_unique<gvisor::RunState>();
+  RunResult boot;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
+                         Boot(c, ready, seccomp, filter.has_value(), *parts->state, parts->io,
+                              &boot));
+  if (launched != gvisor::LaunchOutcome::kReady) {
+    const std::string why = boot.enforcement.Differs() ? boot.enforcement.Differences()
+                                                      : "its launcher did not report";
+    return Status::Unavailable("gvisor: the session's sandbox could not be made: " + why);
+  }
+  SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
+  parts->wire = gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
+  return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(
+      preq.sandbox_id, plan::PlanDigest(plan), RealtimeNs(), std::move(boot.enforcement),
+      std::move(parts)));
 }
 
 std::string GvisorDriver::SandboxGeneration(const plan::Plan& plan) {

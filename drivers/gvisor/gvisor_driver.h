@@ -99,6 +99,11 @@ class GvisorDriver : public Driver {
                                                    const PrepareRequest& request) override;
   Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan,
                                 const RunRequest& request) override;
+  // Sessions (drivers/driver.h): the sandbox of a cold run up to the launcher's go-ahead
+  // (run_steps.h 1-6b, the launcher in its --session mode), kept as a gvisor::GvisorSession
+  // (session_sandbox.h) whose init runs each command.
+  Result<std::unique_ptr<SessionSandbox>> OpenSession(const plan::Plan& plan,
+                                                      const PrepareRequest& request) override;
   // runsc's file identity (device, inode, size, mtime) and each bind source's (device, inode,
   // mtime): a replaced runsc or mount source changes it. A package upgrade that rewrites files
   // deep below a bound directory without touching the directory itself does not.

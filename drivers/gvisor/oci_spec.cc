@@ -177,7 +177,7 @@ Result<json> MountsJson(const plan::Plan& plan, const OciLayout& layout) {
 
 Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
                           const OciLayout& layout, const SeccompOptions& seccomp_options) {
-  if (!layout.pooled && (argv.empty() || argv[0].empty())) {
+  if (!layout.pooled && !layout.session && (argv.empty() || argv[0].empty())) {
     return Status::InvalidArgument("argv is empty");
   }
   if (layout.mount_sources.size() != plan.mounts.size()) {
@@ -204,11 +204,11 @@ Result<json> BuildOciSpec(const plan::Plan& plan, const std::vector<std::string>
   process["terminal"] = false;
   process["user"] = {
       {"uid", plan.process.uid}, {"gid", plan.process.gid}, {"additionalGids", json::array()}};
-  if (layout.pooled) {
+  if (layout.pooled || layout.session) {
     if (layout.launcher_dir.empty() || !argv.empty()) {
-      return Status::Internal("a pooled sandbox needs the launcher and no argv");
+      return Status::Internal("a pooled or session sandbox needs the launcher and no argv");
     }
-    process["args"] = json::array({kLauncherProgram, "--pool"});
+    process["args"] = json::array({kLauncherProgram, layout.pooled ? "--pool" : "--session"});
   } else if (layout.launcher_dir.empty()) {
     process["args"] = argv;
   } else {

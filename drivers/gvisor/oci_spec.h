@@ -41,6 +41,9 @@ struct OciLayout {
   // A warm pool's sandbox (drivers/driver.h, PreparedSandbox): the process is
   // `safex-launch --pool`, which is handed the program's argv later; argv must be empty.
   bool pooled = false;
+  // An agent session's sandbox: the process is `safex-launch --session` (launch/session.c),
+  // which runs each command as its child; argv must be empty.
+  bool session = false;
 };
 
 struct SeccompOptions {

@@ -172,7 +172,8 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
     if (bytes.size() > 256 * 1024) break;  // no report is this large
     report = ParseSandboxReport(bytes);
   }
-  io.report.read.Reset();
+  // A session's launcher answers its commands on the same pipe: kept open only for that.
+  if (!c.session || !report.ok()) io.report.read.Reset();
   if (!report.ok()) {
     io.go.write.Reset();  // EOF to the launcher: it exits without running anything
     e->Compare("launcher", "a report", "",
@@ -186,6 +187,7 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
              "cgroup");
   if (e->Differs()) {
     io.go.write.Reset();
+    io.report.read.Reset();
     return LaunchOutcome::kRefused;
   }
   // At the latest now: the run may use all CPUs again, within its quota (visible_cpus.h).
@@ -196,7 +198,8 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
     io.go.write.Reset();
     return LaunchOutcome::kRefused;
   }
-  if (c.pooled) return LaunchOutcome::kReady;  // the go-ahead is the hand-over (HandOver)
+  // The go-ahead is the hand-over (HandOver), or a session's first command.
+  if (c.pooled || c.session) return LaunchOutcome::kReady;
   const char go = 'g';
   const bool sent = write(io.go.write.get(), &go, 1) == 1;
   io.go.write.Reset();
@@ -224,8 +227,10 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
   layout.network_none = c.plan.network.egress.empty();
   layout.launcher_dir = launcher_dir;
   layout.pooled = c.pooled;
+  layout.session = c.session;
+  const bool later = c.pooled || c.session;  // the program is not known yet
   SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec,
-                         BuildOciSpec(c.plan, c.pooled ? std::vector<std::string>{} : c.req.argv,
+                         BuildOciSpec(c.plan, later ? std::vector<std::string>{} : c.req.argv,
                                       layout, seccomp));
   SAFEX_ASSIGN_OR_RETURN(std::string text, SpecText(spec));
   return WriteWholeFile(s.bundle + "/config.json", text);

@@ -27,6 +27,10 @@ struct RunContext {
   // Making a warm pool's sandbox (GvisorDriver::Prepare): req has no argv yet; the launcher
   // waits for the hand-over (HandOver) instead of a go-ahead, and stdin is always a pipe.
   bool pooled = false;
+  // Opening a session's sandbox (GvisorDriver::OpenSession): req has no argv; the launcher runs
+  // `--session` and stays the sandbox's init, serving commands (launch/session.c); the report
+  // pipe stays open for its answers and stdin is /dev/null.
+  bool session = false;
 };
 
 // The run's descriptors to and from `runsc run` (the program's stdout and stderr are files in
@@ -46,7 +50,8 @@ struct RunIo {
 // What the launcher said before the program could start (AwaitLauncher).
 enum class LaunchOutcome {
   kStarted,   // its report matched the plan; the go-ahead was sent: the program runs
-  kReady,     // (pooled) its report matched the plan; it waits for the hand-over
+  kReady,     // (pooled, session) its report matched the plan; it waits for the hand-over
+              // (pooled) or for commands (session)
   kRefused,   // its report differed: no go-ahead, the launcher exits 125 and nothing ran
   kNoReport,  // no complete report (runsc failed, or the launcher could not report): no go-ahead
 };

@@ -1,11 +1,13 @@
 #include "drivers/gvisor/stdio_files.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <cerrno>
 #include <vector>
 
@@ -79,6 +81,21 @@ bool StdioFiles::Read(const std::function<void(int, std::string_view)>& sink) {
     }
   }
   return any;
+}
+
+Status StdioFiles::Release() {
+  for (int i = 0; i < 2; ++i) {
+    if (!reader_[i] || offset_[i] == 0) continue;
+    // The reader is read-only; punching a hole needs a writable fd of the same file.
+    UniqueFd w(open(("/proc/self/fd/" + std::to_string(reader_[i].get())).c_str(),
+                    O_WRONLY | O_CLOEXEC));
+    if (!w) return Status::Errno("reopen", kNames[i], errno);
+    if (fallocate(w.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                  static_cast<off_t>(offset_[i])) != 0) {
+      return Status::Errno("fallocate", kNames[i], errno);
+    }
+  }
+  return Status::Ok();
 }
 
 Status StdioFiles::Close() {

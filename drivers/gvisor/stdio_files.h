@@ -59,6 +59,11 @@ class StdioFiles {
   // nothing was new.
   bool Read(const std::function<void(int which, std::string_view bytes)>& sink);
 
+  // Frees the tmpfs space of everything read so far (a session's next command gets the whole
+  // cap again): the read range becomes a hole, so the files' sizes and the program's append
+  // position do not change, and a new Read() still starts where the last one stopped.
+  Status Release();
+
   // Closes every fd, then unmounts. Idempotent.
   Status Close();
 
