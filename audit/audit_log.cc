@@ -346,14 +346,131 @@ std::string PooledSandboxOf(const EventRow& row) {
   return "";
 }
 
+// "uid N", or what stands for a missing uid, for the rules' messages.
+std::string UidText(std::optional<int64_t> uid) {
+  return uid ? "uid " + std::to_string(*uid) : "an unknown uid";
+}
+
+// The rules a full check holds events to beyond the chain, which span many events: a pooled
+// sandbox ends once; a session is opened once, on an id that is no pooled sandbox's (a sandbox
+// serves one run or one session), serves the one caller who opened it, numbers its exec runs
+// 1, 2, 3, ... and has nothing after its close.
+class ChainRules {
+ public:
+  // "" when `row` keeps the rules, else what is wrong.
+  std::string Check(const EventRow& row) {
+    std::string problem = CheckSandbox(row);
+    if (problem.empty()) problem = CheckSession(row);
+    if (problem.empty()) problem = CheckSessionExec(row);
+    return problem;
+  }
+
+ private:
+  struct Session {
+    std::optional<int64_t> uid;  // the caller it serves
+    int64_t opened_seq = 0;
+    int64_t closed_seq = 0;  // 0: open
+    uint64_t execs = 0;
+  };
+
+  std::string CheckSandbox(const EventRow& row) {
+    const std::string id(row.text(kColRunId));
+    const bool sandbox_event = row.text(kColKind) == kKindSandbox;
+    const bool evicted = sandbox_event && row.text(kColPurpose) == kSandboxEvicted;
+    const std::string sandbox = sandbox_event ? id : PooledSandboxOf(row);
+    if (sandbox.empty()) return "";
+    sandboxes_.insert(sandbox);
+    if (sessions_.count(sandbox) > 0) {
+      return "pooled sandbox " + sandbox + " has the id of a session: a sandbox serves one run " +
+             "or one session";
+    }
+    if (sandbox_event && !evicted) return "";
+    // A pooled sandbox ends once: it serves one run, or it is evicted unused.
+    const std::string ending = evicted ? "was evicted" : "served run " + id;
+    if (!endings_.emplace(sandbox, ending).second) {
+      return "pooled sandbox " + sandbox + " " + ending + " but it already " + endings_[sandbox] +
+             ": a pooled sandbox serves exactly one run";
+    }
+    return "";
+  }
+
+  std::string CheckSession(const EventRow& row) {
+    if (row.text(kColKind) != kKindSession) return "";
+    const std::string id(row.text(kColRunId));
+    const std::string what(row.text(kColPurpose));
+    auto it = sessions_.find(id);
+    if (what == kSessionOpened) {
+      if (it != sessions_.end()) {
+        return "session " + id + " opened twice (first at event " +
+               std::to_string(it->second.opened_seq) + ")";
+      }
+      if (sandboxes_.count(id) > 0) {
+        return "session " + id + " opened on the id of a pooled sandbox: a sandbox serves one " +
+               "run or one session";
+      }
+      sessions_[id] = Session{row.integer(kColUid), row.seq(), 0, 0};
+      return "";
+    }
+    if (it == sessions_.end()) return "session " + id + " has a " + what + " but was never opened";
+    Session& session = it->second;
+    if (session.closed_seq > 0) {
+      return "session " + id + " has a " + what + " after its close (event " +
+             std::to_string(session.closed_seq) + ")";
+    }
+    if (what == kSessionClosed) {
+      session.closed_seq = row.seq();
+      return "";
+    }
+    if (row.integer(kColUid) != session.uid) {
+      return "session " + id + " served two callers: opened by " + UidText(session.uid) + ", " +
+             what + " from " + UidText(row.integer(kColUid));
+    }
+    return "";
+  }
+
+  std::string CheckSessionExec(const EventRow& row) {
+    const std::string_view purpose = row.text(kColPurpose);
+    if (row.text(kColKind) != kKindStart || !purpose.starts_with(kSessionPurposePrefix)) return "";
+    const std::string run(row.text(kColRunId));
+    std::string id;
+    uint64_t index = 0;
+    if (!ParseSessionExecPurpose(purpose, &id, &index)) {
+      return "run " + run + ": its purpose begins \"session \" but is not \"session ID exec N\"";
+    }
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return "run " + run + " is an exec of session " + id + ", which was never opened";
+    }
+    Session& session = it->second;
+    if (session.closed_seq > 0) {
+      return "run " + run + " is an exec of session " + id + " after its close (event " +
+             std::to_string(session.closed_seq) + ")";
+    }
+    if (row.integer(kColUid) != session.uid) {
+      return "session " + id + " served two callers: opened by " + UidText(session.uid) + ", run " +
+             run + " from " + UidText(row.integer(kColUid));
+    }
+    if (index != session.execs + 1) {
+      return "run " + run + " is exec " + std::to_string(index) + " of session " + id +
+             ", which had " + std::to_string(session.execs) +
+             " before it: a session's execs are numbered 1, 2, 3, ...";
+    }
+    session.execs = index;
+    return "";
+  }
+
+  std::map<std::string, std::string> endings_;  // pooled sandbox id -> how it ended
+  std::set<std::string> sandboxes_;             // every pooled sandbox id seen
+  std::map<std::string, Session> sessions_;
+};
+
 // Steps `s` (events ordered by seq) and checks that they run expected, expected+1, ... and that
 // each hash chains from `prev`. true: intact, events/head_seq/head_hash filled; false: damaged,
-// *rep says where. `wanted` (may be null) gets the hash at each seq it holds. `sandboxes` (a full
-// check; may be null): each pooled sandbox id seen so far with how it ended (the run it served,
-// or its eviction); a second ending is a problem.
+// *rep says where. `wanted` (may be null) gets the hash at each seq it holds. `rules` (a full
+// check; may be null): every event is held to them too, in log order.
 Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
                        std::map<uint64_t, std::string>* wanted, VerifyReport* rep,
-                       std::map<std::string, std::string>* sandboxes = nullptr) {
+                       ChainRules* rules = nullptr) {
   const int64_t first = expected;
   auto bad = [rep](int64_t seq, std::string problem) {
     *rep = Fail(*rep, seq, std::move(problem));
@@ -393,18 +510,12 @@ Result<bool> ScanChain(Stmt& s, int64_t expected, Sha256Digest prev,
                           "inserted or reordered");
     }
     prev = h;
-    if (sandboxes != nullptr) {
-      // A pooled sandbox ends once: it serves one run, or it is evicted unused.
-      const std::string id(row->text(kColRunId));
-      const bool evicted =
-          row->text(kColKind) == kKindSandbox && row->text(kColPurpose) == kSandboxEvicted;
-      const std::string sandbox = evicted ? id : PooledSandboxOf(*row);
-      const std::string ending = evicted ? "was evicted" : "served run " + id;
-      if (!sandbox.empty() && !sandboxes->emplace(sandbox, ending).second) {
+    if (rules != nullptr) {
+      const std::string problem = rules->Check(*row);
+      if (!problem.empty()) {
         s.Reset();
-        return bad(seq, "event " + std::to_string(seq) + " (" + id + "): pooled sandbox " +
-                            sandbox + " " + ending + " but it already " + (*sandboxes)[sandbox] +
-                            ": a pooled sandbox serves exactly one run");
+        return bad(seq, "event " + std::to_string(seq) + " (" + std::string(row->text(kColRunId)) +
+                            "): " + problem);
       }
     }
     if (wanted != nullptr) {
@@ -464,8 +575,8 @@ Result<VerifyReport> FullCheck(sqlite3* db, const std::string& log_id,
   const Sha256Digest genesis = GenesisHash(log_id);
   if (wanted.count(0)) wanted[0] = ToHex(genesis);
   SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "")));
-  std::map<std::string, std::string> sandboxes;
-  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep, &sandboxes));
+  ChainRules rules;
+  SAFEX_ASSIGN_OR_RETURN(bool intact, ScanChain(s, 1, genesis, &wanted, &rep, &rules));
   if (!intact) return rep;
   SAFEX_RETURN_IF_ERROR(Exec(db, "COMMIT", "ending a read"));
 
@@ -549,6 +660,116 @@ Result<VerifyReport> IncrementalCheck(sqlite3* db, const std::string& log_id, co
   return rep;
 }
 
+// What the log already holds under one id (a run's, a pooled sandbox's or a session's), read by
+// Append under the write lock.
+struct IdHistory {
+  bool any = false;
+  bool started = false;
+  bool ended = false;  // an end or an interruption
+  int sandbox_events = 0;
+  bool session_opened = false;
+  bool session_closed = false;
+  std::optional<int64_t> opener_uid;  // the caller the session serves
+};
+
+// `run_events`: SELECT kind, purpose, uid FROM events WHERE run_id = ?1.
+Result<IdHistory> ReadIdHistory(Stmt& run_events, std::string_view id) {
+  IdHistory h;
+  SAFEX_RETURN_IF_ERROR(run_events.BindText(1, id));
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, run_events.Step());
+    if (!have) break;
+    h.any = true;
+    const std::string kind = run_events.Text(0);
+    h.started |= kind == kKindStart;
+    h.ended |= kind == kKindEnd || kind == kKindInterrupted;
+    h.sandbox_events += kind == kKindSandbox;
+    if (kind != kKindSession) continue;
+    const std::string what = run_events.Text(1);
+    if (what == kSessionOpened) {
+      h.session_opened = true;
+      if (!run_events.IsNull(2)) h.opener_uid = run_events.Int(2);
+    }
+    h.session_closed |= what == kSessionClosed;
+  }
+  return h;
+}
+
+// The order of one id's events: a run starts (or is refused) on a new id and ends once; a pooled
+// sandbox is made on a new id and evicted at most once; an access names an id in the log; a
+// session is opened on a new id, takes files from its caller only, and is closed once, after
+// which nothing more happens to it.
+Status CheckIdOrder(const EventRow& row, const IdHistory& h) {
+  const std::string_view kind = row.text(kColKind);
+  const std::string id(row.text(kColRunId));
+  const std::string_view what = row.text(kColPurpose);
+  const bool opens = kind == kKindStart || kind == kKindRefusal ||
+                     (kind == kKindSandbox && what == kSandboxMade) ||
+                     (kind == kKindSession && what == kSessionOpened);
+  if (opens && h.any) {
+    const bool run = kind == kKindStart || kind == kKindRefusal;
+    return Status::FailedPrecondition((run ? "run id " : "id ") + id +
+                                      " is already in the audit log");
+  }
+  if (kind == kKindSandbox && what != kSandboxMade && (h.sandbox_events != 1 || h.started)) {
+    return Status::FailedPrecondition("sandbox " + id + " was not made, or was already evicted");
+  }
+  if (kind == kKindAccess && !h.any) {
+    return Status::FailedPrecondition("run " + id + " is not in the audit log");
+  }
+  if (kind == kKindEnd || kind == kKindInterrupted) {
+    if (!h.started) return Status::FailedPrecondition("run " + id + " has no start event to end");
+    if (h.ended) return Status::FailedPrecondition("run " + id + " has already ended");
+  }
+  if (kind != kKindSession || what == kSessionOpened) return Status::Ok();
+  if (!h.session_opened) return Status::FailedPrecondition("session " + id + " was never opened");
+  if (h.session_closed) return Status::FailedPrecondition("session " + id + " is closed");
+  if (what != kSessionClosed && row.integer(kColUid) != h.opener_uid) {
+    return Status::FailedPrecondition("session " + id + " serves " + UidText(h.opener_uid) +
+                                      " only, not " + UidText(row.integer(kColUid)) +
+                                      ": a session serves one caller");
+  }
+  return Status::Ok();
+}
+
+// A run whose purpose names a session (SessionExecPurpose) is that session's next exec: the
+// session is open, the run's caller is the session's, and N is one more than the session's exec
+// runs so far (`session_execs` counts starts whose purpose is in [?1, ?2)).
+Status CheckSessionExecStart(const EventRow& row, Stmt& run_events, Stmt& session_execs) {
+  std::string session;
+  uint64_t index = 0;
+  if (row.text(kColKind) != kKindStart ||
+      !ParseSessionExecPurpose(row.text(kColPurpose), &session, &index)) {
+    return Status::Ok();  // RowFromStart let through no other purpose that begins "session "
+  }
+  const std::string run(row.text(kColRunId));
+  SAFEX_ASSIGN_OR_RETURN(IdHistory h, ReadIdHistory(run_events, session));
+  if (!h.session_opened) {
+    return Status::FailedPrecondition("run " + run + ": session " + session + " was never opened");
+  }
+  if (h.session_closed) {
+    return Status::FailedPrecondition("run " + run + ": session " + session + " is closed");
+  }
+  if (row.integer(kColUid) != h.opener_uid) {
+    return Status::FailedPrecondition(
+        "run " + run + ": session " + session + " serves " + UidText(h.opener_uid) + " only, not " +
+        UidText(row.integer(kColUid)) + ": a session serves one caller");
+  }
+  const std::string prefix = SessionExecPurposePrefix(session);
+  SAFEX_RETURN_IF_ERROR(session_execs.BindText(1, prefix));
+  SAFEX_RETURN_IF_ERROR(session_execs.BindText(2, prefix + ":"));  // ':' sorts right after '9'
+  SAFEX_ASSIGN_OR_RETURN(bool have, session_execs.Step());
+  const uint64_t execs = have ? static_cast<uint64_t>(session_execs.Int(0)) : 0;
+  session_execs.Reset();
+  if (index != execs + 1) {
+    return Status::FailedPrecondition("run " + run + " cannot be exec " + std::to_string(index) +
+                                      " of session " + session + ": it has " +
+                                      std::to_string(execs) + " exec runs, so the next is exec " +
+                                      std::to_string(execs + 1));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 struct AuditLog::Impl {
@@ -562,6 +783,7 @@ struct AuditLog::Impl {
   Stmt commit;
   Stmt head;
   Stmt run_events;
+  Stmt session_execs;
   Stmt insert;
   // Set if synchronous=FULL could not be restored after a marker write: appends would not be
   // durable, so they are refused.
@@ -743,8 +965,14 @@ Status AuditLog::Init() {
     SAFEX_ASSIGN_OR_RETURN(im.head, Stmt::Prepare(db,
                                                   "SELECT seq, hash FROM events ORDER BY seq DESC "
                                                   "LIMIT 1"));
-    SAFEX_ASSIGN_OR_RETURN(im.run_events,
-                           Stmt::Prepare(db, "SELECT kind FROM events WHERE run_id = ?1"));
+    SAFEX_ASSIGN_OR_RETURN(
+        im.run_events,
+        Stmt::Prepare(db, "SELECT kind, purpose, uid FROM events WHERE run_id = ?1"));
+    // A range of the events_start_purpose index: the session's exec runs.
+    SAFEX_ASSIGN_OR_RETURN(im.session_execs,
+                           Stmt::Prepare(db,
+                                         "SELECT count(*) FROM events WHERE kind = 'start' AND "
+                                         "purpose >= ?1 AND purpose < ?2"));
     std::string insert = "INSERT INTO events (" + EventColumnList() + ", hash) VALUES (";
     for (size_t i = 1; i <= kNumEventColumns + 1; ++i) {
       insert += "?" + std::to_string(i) + (i <= kNumEventColumns ? ", " : ")");
@@ -898,45 +1126,9 @@ Status AuditLog::Append(EventRow row, EventRef* appended) {
     }
   }
 
-  const std::string kind(row.text(kColKind));
-  const std::string run_id(row.text(kColRunId));
-  bool started = false;
-  bool ended = false;
-  bool any = false;
-  int sandbox_events = 0;
-  SAFEX_RETURN_IF_ERROR(im.run_events.BindText(1, run_id));
-  for (;;) {
-    SAFEX_ASSIGN_OR_RETURN(bool have, im.run_events.Step());
-    if (!have) break;
-    any = true;
-    std::string k = im.run_events.Text(0);
-    started |= k == kKindStart;
-    ended |= k == kKindEnd || k == kKindInterrupted;
-    sandbox_events += k == kKindSandbox;
-  }
-  if ((kind == kKindStart || kind == kKindRefusal) && any) {
-    return Status::FailedPrecondition("run id " + run_id + " is already in the audit log");
-  }
-  // A sandbox's id is its own: made once on an unused id, then evicted at most once.
-  if (kind == kKindSandbox) {
-    const bool made = row.text(kColPurpose) == kSandboxMade;
-    if (made && any) {
-      return Status::FailedPrecondition("id " + run_id + " is already in the audit log");
-    }
-    if (!made && (sandbox_events != 1 || started)) {
-      return Status::FailedPrecondition("sandbox " + run_id +
-                                        " was not made, or was already evicted");
-    }
-  }
-  if (kind == kKindAccess && !any) {
-    return Status::FailedPrecondition("run " + run_id + " is not in the audit log");
-  }
-  if (kind == kKindEnd || kind == kKindInterrupted) {
-    if (!started) {
-      return Status::FailedPrecondition("run " + run_id + " has no start event to end");
-    }
-    if (ended) return Status::FailedPrecondition("run " + run_id + " has already ended");
-  }
+  SAFEX_ASSIGN_OR_RETURN(IdHistory history, ReadIdHistory(im.run_events, row.text(kColRunId)));
+  SAFEX_RETURN_IF_ERROR(CheckIdOrder(row, history));
+  SAFEX_RETURN_IF_ERROR(CheckSessionExecStart(row, im.run_events, im.session_execs));
 
   row.values[kColSeq] = head_seq + 1;
   const std::string encoding = EncodeEvent(row);
@@ -964,6 +1156,11 @@ Status AuditLog::RecordSandbox(const SandboxEvent& event, EventRef* appended) {
   SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromSandbox(event, NowNs()));
   return Append(std::move(row), appended)
       .With("audit log " + path_ + ": recording a pooled sandbox");
+}
+
+Status AuditLog::RecordSession(const SessionEvent& event, EventRef* appended) {
+  SAFEX_ASSIGN_OR_RETURN(EventRow row, RowFromSession(event, NowNs()));
+  return Append(std::move(row), appended).With("audit log " + path_ + ": recording a session");
 }
 
 Status AuditLog::RecordStart(const RunStart& start, EventRef* appended) {
@@ -1043,6 +1240,32 @@ Result<std::vector<AuditLog::UnendedSandbox>> AuditLog::UnendedSandboxes() {
     }
   }
   std::erase_if(out, [&named](const UnendedSandbox& u) { return named.count(u.sandbox_id) > 0; });
+  return out;
+}
+
+// As UnendedSandboxes: one pass over the events for the opened ones, each looked up by id
+// (events_run_id) for its close.
+Result<std::vector<AuditLog::OpenSession>> AuditLog::OpenSessions() {
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT o.run_id, o.uid, o.pid, o.time_ns, o.policy_name, "
+                            "o.plan_digest FROM events AS o WHERE o.kind = 'session' AND "
+                            "o.purpose = 'opened' AND NOT EXISTS (SELECT 1 FROM events AS c "
+                            "WHERE c.run_id = o.run_id AND c.kind = 'session' AND "
+                            "c.purpose = 'closed') ORDER BY o.seq"));
+  std::vector<OpenSession> out;
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    OpenSession o;
+    o.session_id = s.Text(0);
+    if (!s.IsNull(1)) o.opener_uid = static_cast<uint32_t>(s.Int(1));
+    if (!s.IsNull(2)) o.opener_pid = static_cast<int32_t>(s.Int(2));
+    o.opened_ns = s.Int(3);
+    o.policy_name = s.Text(4);
+    o.plan_digest = s.Text(5);
+    out.push_back(std::move(o));
+  }
   return out;
 }
 

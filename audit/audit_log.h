@@ -158,8 +158,9 @@ class AuditLog {
   Status CheckWritable();
 
   // Each appends one event and commits it durably before returning OK.
-  // RecordStart: run_id must be new. RecordEnd/RecordInterrupted: run_id must have a start and
-  // no end yet (FailedPrecondition otherwise). RecordRefusal: reason required; run_id may be
+  // RecordStart: run_id must be new; a purpose that names a session must keep the session's rules
+  // (RecordSession). RecordEnd/RecordInterrupted: run_id must have a start and no end yet
+  // (FailedPrecondition otherwise). RecordRefusal: reason required; run_id may be
   // empty (a fresh one is made).
   Status RecordStart(const RunStart& start, EventRef* appended = nullptr);
   Status RecordEnd(const RunEnd& end, EventRef* appended = nullptr);
@@ -180,6 +181,26 @@ class AuditLog {
     std::string plan_digest;
   };
   Result<std::vector<UnendedSandbox>> UnendedSandboxes();
+
+  // An agent session's event (records.h). Opened: the id is new to the log (no event of any
+  // kind has it). File in / file out: the session is open and the requester's uid is its
+  // opener's. Closed: the session is open (by anyone: the caller, or the service). Each is
+  // FailedPrecondition otherwise. A run names its session with RunStart::purpose =
+  // SessionExecPurpose(id, N); RecordStart then requires the session open, the start's uid its
+  // opener's, and N one more than the session's exec runs so far (FailedPrecondition).
+  Status RecordSession(const SessionEvent& event, EventRef* appended = nullptr);
+
+  // Sessions opened and never closed, oldest first: what crash recovery and drain close (with a
+  // reason "interrupted: ...").
+  struct OpenSession {
+    std::string session_id;
+    std::optional<uint32_t> opener_uid;  // the caller it serves
+    std::optional<int32_t> opener_pid;   // the caller's process when it was opened
+    int64_t opened_ns = 0;
+    std::string policy_name;
+    std::string plan_digest;
+  };
+  Result<std::vector<OpenSession>> OpenSessions();
 
   // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
   Result<std::vector<std::string>> UnfinishedRuns();

@@ -1,5 +1,6 @@
 #include "audit/event_row.h"
 
+#include <charconv>
 #include <limits>
 
 #include "audit/json_bytes.h"
@@ -111,6 +112,15 @@ std::optional<int64_t> EventRow::integer(EventColumn c) const {
 
 Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns) {
   SAFEX_RETURN_IF_ERROR(CheckRunId(r.run_id));
+  std::string session;
+  uint64_t index = 0;
+  // Every start that looks like a session's exec is held to the session rules (Append), so none
+  // may escape them by a spelling the parser does not take.
+  if (r.purpose.starts_with(kSessionPurposePrefix) &&
+      !ParseSessionExecPurpose(r.purpose, &session, &index)) {
+    return Status::InvalidArgument(
+        "audit: a purpose that begins \"session \" must be \"session SESSION_ID exec N\" (N >= 1)");
+  }
   SAFEX_RETURN_IF_ERROR(CheckDigest(r.policy_source_digest, "policy source digest"));
   SAFEX_RETURN_IF_ERROR(CheckDigest(r.plan_digest, "plan digest"));
   EventRow row;
@@ -230,6 +240,107 @@ Result<EventRow> RowFromSandbox(const SandboxEvent& r, int64_t now_ns) {
   SetOptionalText(&row, kColReason, r.reason);
   SetOptionalText(&row, kColEnforcement, r.enforcement);
   return row;
+}
+
+namespace {
+
+std::string_view SessionPurpose(SessionEvent::What what) {
+  switch (what) {
+    case SessionEvent::What::kOpened:
+      return kSessionOpened;
+    case SessionEvent::What::kFileIn:
+      return kSessionFileIn;
+    case SessionEvent::What::kFileOut:
+      return kSessionFileOut;
+    case SessionEvent::What::kClosed:
+      return kSessionClosed;
+  }
+  return kSessionOpened;
+}
+
+// What each kind of session event must carry (the rest of the row is filled by RowFromSession).
+Status CheckSession(const SessionEvent& r) {
+  SAFEX_RETURN_IF_ERROR(CheckRunId(r.session_id));
+  SAFEX_RETURN_IF_ERROR(CheckDigest(r.plan_digest, "plan digest"));
+  switch (r.what) {
+    case SessionEvent::What::kOpened:
+      if (r.plan_digest.empty()) {
+        return Status::InvalidArgument("audit: an opened session needs its plan digest");
+      }
+      // Without the caller's uid the log could not tell a second caller from the first.
+      if (!r.requester.uid) {
+        return Status::InvalidArgument("audit: an opened session needs its caller's uid");
+      }
+      return Status::Ok();
+    case SessionEvent::What::kFileIn:
+    case SessionEvent::What::kFileOut:
+      if (r.reason.empty()) return Status::InvalidArgument("audit: a session file needs its path");
+      if (r.file_sha256.size() != 64) {
+        return Status::InvalidArgument("audit: a session file needs its SHA-256 (64 hex digits)");
+      }
+      SAFEX_RETURN_IF_ERROR(CheckDigest(r.file_sha256, "file SHA-256"));
+      return Signed(r.file_bytes, "file size").status();
+    case SessionEvent::What::kClosed:
+      if (r.reason.empty()) {
+        return Status::InvalidArgument("audit: a session's close needs a reason");
+      }
+      return Status::Ok();
+  }
+  return Status::InvalidArgument("audit: unknown session event");
+}
+
+}  // namespace
+
+Result<EventRow> RowFromSession(const SessionEvent& r, int64_t now_ns) {
+  SAFEX_RETURN_IF_ERROR(CheckSession(r));
+  EventRow row;
+  row.values[kColKind] = std::string(kKindSession);
+  row.values[kColRunId] = r.session_id;
+  SAFEX_ASSIGN_OR_RETURN(row.values[kColTimeNs], EventTime(r.time_ns, now_ns));
+  SetRequester(&row, r.requester);
+  row.values[kColPurpose] = std::string(SessionPurpose(r.what));
+  SetOptionalText(&row, kColReason, r.reason);
+  if (r.what == SessionEvent::What::kOpened) {
+    row.values[kColPolicyName] = r.policy_name;
+    row.values[kColPlanDigest] = r.plan_digest;
+    row.values[kColBackend] = r.backend;
+    row.values[kColBackendMode] = r.backend_mode;
+    SetOptionalText(&row, kColEnforcement, r.enforcement);
+  } else if (r.what != SessionEvent::What::kClosed) {
+    // No column of the events table is a file's size and digest: they go in one JSON object
+    // that names them, in the column whose JSON says what a sandbox held (the session_files
+    // view takes them apart). The digest is hex, so the text needs no escaping.
+    row.values[kColEnforcement] =
+        "{\"bytes\":" + std::to_string(r.file_bytes) + ",\"sha256\":\"" + r.file_sha256 + "\"}";
+  }
+  return row;
+}
+
+std::string SessionExecPurposePrefix(std::string_view session_id) {
+  return std::string(kSessionPurposePrefix) + std::string(session_id) + " exec ";
+}
+
+std::string SessionExecPurpose(const std::string& session_id, uint64_t index) {
+  return SessionExecPurposePrefix(session_id) + std::to_string(index);
+}
+
+bool ParseSessionExecPurpose(std::string_view purpose, std::string* session_id, uint64_t* index) {
+  if (!purpose.starts_with(kSessionPurposePrefix)) return false;
+  purpose.remove_prefix(kSessionPurposePrefix.size());
+  const size_t space = purpose.find(' ');
+  if (space == std::string_view::npos || !IsValidRunId(purpose.substr(0, space))) return false;
+  constexpr std::string_view kExec = " exec ";
+  std::string_view number = purpose.substr(space);
+  if (!number.starts_with(kExec)) return false;
+  number.remove_prefix(kExec.size());
+  // One spelling per index: no sign, no leading zero, nothing after the digits.
+  if (number.empty() || number[0] < '1' || number[0] > '9') return false;
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
+  if (ec != std::errc() || end != number.data() + number.size()) return false;
+  *session_id = std::string(purpose.substr(0, space));
+  *index = n;
+  return true;
 }
 
 }  // namespace safex::audit

@@ -73,6 +73,16 @@ inline constexpr std::string_view kKindSandbox = "sandbox";  // schema version 4
 // The `purpose` column of a sandbox event: what happened to it.
 inline constexpr std::string_view kSandboxMade = "made";
 inline constexpr std::string_view kSandboxEvicted = "evicted";
+inline constexpr std::string_view kKindSession = "session";  // schema version 5
+// The `purpose` column of a session event: what happened to it.
+inline constexpr std::string_view kSessionOpened = "opened";
+inline constexpr std::string_view kSessionFileIn = "file-in";
+inline constexpr std::string_view kSessionFileOut = "file-out";
+inline constexpr std::string_view kSessionClosed = "closed";
+// What a start's purpose begins with when it names a session (SessionExecPurpose()).
+inline constexpr std::string_view kSessionPurposePrefix = "session ";
+// "session ID exec ": what every exec purpose of that session begins with, and then only digits.
+std::string SessionExecPurposePrefix(std::string_view session_id);
 
 struct EventRow {
   std::array<SqlValue, kNumEventColumns> values;
@@ -86,7 +96,8 @@ struct EventRow {
 };
 
 // Record -> row, validating what the log must not accept (bad run id, negative time, a number
-// beyond int64, an empty refusal reason). `now_ns` fills a zero time. seq is left 0: the writer
+// beyond int64, an empty refusal reason, a start's purpose that begins "session " in another
+// form than SessionExecPurpose's). `now_ns` fills a zero time. seq is left 0: the writer
 // assigns it under the write lock.
 Result<EventRow> RowFromStart(const RunStart& r, int64_t now_ns);
 Result<EventRow> RowFromEnd(const RunEnd& r, int64_t now_ns);
@@ -94,6 +105,9 @@ Result<EventRow> RowFromRefusal(const Refusal& r, int64_t now_ns);
 Result<EventRow> RowFromInterrupted(const Interrupted& r, int64_t now_ns);
 Result<EventRow> RowFromAccess(const Access& r, int64_t now_ns);
 Result<EventRow> RowFromSandbox(const SandboxEvent& r, int64_t now_ns);
+// Files: the path in `reason`, and {"bytes":N,"sha256":"H"} in `enforcement` (docs/audit.md,
+// "Sessions").
+Result<EventRow> RowFromSession(const SessionEvent& r, int64_t now_ns);
 
 // Run ids: the project's one rule (common/run_id.h).
 using ::safex::IsValidRunId;

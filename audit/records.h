@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "audit/verdict.h"
@@ -35,7 +36,8 @@ struct RunStart {
   std::vector<std::string> argv;
   int64_t start_time_ns = 0;
   // Why the run was made, when not for a caller's own work: "test POLICY/NAME" for a policy's
-  // test run by `safex test`, "probe POLICY/NAME" for a built-in probe. Empty: an ordinary run.
+  // test run by `safex test`, "probe POLICY/NAME" for a built-in probe; "session ID exec N" for
+  // the Nth run in an agent session (SessionExecPurpose). Empty: an ordinary run.
   std::string purpose;
 };
 
@@ -126,6 +128,37 @@ struct SandboxEvent {
   std::string reason;       // evicted: why (required), e.g. "idle longer than max_idle (10m)"
   int64_t time_ns = 0;
 };
+
+// An agent session (supervisor/serve: POST /v1/sessions): one sandbox for one caller's task.
+// Opened once on an id new to the log, then files in and out and exec runs (RunStart::purpose =
+// SessionExecPurpose()) from the opener's uid only, then closed once; nothing after the close.
+struct SessionEvent {
+  enum class What { kOpened, kFileIn, kFileOut, kClosed };
+  std::string session_id;  // as a run id; also the id of the session's sandbox
+  What what = What::kOpened;
+  // The caller (opened, files); closed: whoever closed it (the caller, or the service).
+  // Opened: the uid is required (a session serves one caller).
+  Requester requester;
+  std::string policy_name;   // opened
+  std::string plan_digest;   // opened: SHA-256 hex of the plan it runs (required for opened)
+  std::string backend;       // opened
+  std::string backend_mode;  // opened
+  std::string enforcement;   // opened: what its sandbox enforced (JSON, as RunEnd::enforcement)
+  // closed: why (required), e.g. "deleted by the caller", "idle longer than 5m", "service
+  // restarted"; file-in / file-out: the path (required).
+  std::string reason;
+  uint64_t file_bytes = 0;  // file-in / file-out: size
+  std::string file_sha256;  // file-in / file-out: lowercase hex SHA-256 (required for files)
+  int64_t time_ns = 0;
+};
+
+// The RunStart::purpose of a session's exec run: "session SESSION_ID exec N", N = 1, 2, ... in
+// the order the session's runs start. The log refuses a start whose purpose begins "session "
+// unless it is exactly this form, for an open session, from its opener's uid, with the next N.
+std::string SessionExecPurpose(const std::string& session_id, uint64_t index);
+// Inverse of SessionExecPurpose: true only for exactly that form (a valid run id, N >= 1 in
+// decimal without leading zeros); the outputs are set only then.
+bool ParseSessionExecPurpose(std::string_view purpose, std::string* session_id, uint64_t* index);
 
 // A run that started and never ended: the service's crash recovery closes it with this.
 struct Interrupted {

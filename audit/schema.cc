@@ -19,7 +19,7 @@ CREATE TABLE meta (
 CREATE TABLE events (
   seq                  INTEGER PRIMARY KEY NOT NULL,
   kind                 TEXT NOT NULL CHECK (kind IN ('start', 'end', 'refusal', 'interrupted',
-                                              'access', 'sandbox')),
+                                              'access', 'sandbox', 'session')),
   run_id               TEXT NOT NULL,
   time_ns              INTEGER NOT NULL,
   uid                  INTEGER,
@@ -57,6 +57,11 @@ CREATE INDEX events_time ON events (time_ns);
 -- One start per run id, one end (or interruption) per run id.
 CREATE UNIQUE INDEX events_one_start ON events (run_id) WHERE kind = 'start';
 CREATE UNIQUE INDEX events_one_end ON events (run_id) WHERE kind IN ('end', 'interrupted');
+-- A session's exec runs are found by their purpose ("session ID exec N"), a range of this index.
+-- Starts only: an index of every purpose would lure the planner away from events_run_id in the
+-- per-id lookups of sandbox and session events (purpose = 'evicted' for each sandbox made).
+CREATE INDEX events_start_purpose ON events (purpose)
+  WHERE kind = 'start' AND purpose IS NOT NULL;
 
 CREATE TABLE checkpoints (
   id          INTEGER PRIMARY KEY NOT NULL,
@@ -86,7 +91,8 @@ BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: meta cannot be delete
 // The auditor views, replaced as a whole when the schema changes (views hold no data).
 const char* const kCreateViewsSql = R"sql(
 -- One row per run attempt: every start (joined with its end or interruption, if any) and every
--- refusal. state: running (no end yet), finished, interrupted, refused.
+-- refusal. state: running (no end yet), finished, interrupted, refused. session_id and
+-- exec_index: from a purpose "session ID exec N" (a session's exec run), NULL otherwise.
 CREATE VIEW runs AS
 SELECT
   s.run_id AS run_id,
@@ -121,7 +127,11 @@ SELECT
   e.reason AS reason,
   s.seq AS start_seq, e.seq AS end_seq,
   s.purpose AS purpose,
-  e.enforcement AS enforcement
+  e.enforcement AS enforcement,
+  CASE WHEN s.purpose GLOB 'session ?* exec [1-9]*'
+    THEN substr(s.purpose, 9, instr(s.purpose, ' exec ') - 9) END AS session_id,
+  CASE WHEN s.purpose GLOB 'session ?* exec [1-9]*'
+    THEN CAST(substr(s.purpose, instr(s.purpose, ' exec ') + 6) AS INTEGER) END AS exec_index
 FROM events AS s
 LEFT JOIN events AS e ON e.run_id = s.run_id AND e.kind IN ('end', 'interrupted')
 WHERE s.kind = 'start'
@@ -136,7 +146,11 @@ SELECT
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
   r.reason, r.seq, NULL,
-  r.purpose, NULL
+  r.purpose, NULL,
+  CASE WHEN r.purpose GLOB 'session ?* exec [1-9]*'
+    THEN substr(r.purpose, 9, instr(r.purpose, ' exec ') - 9) END,
+  CASE WHEN r.purpose GLOB 'session ?* exec [1-9]*'
+    THEN CAST(substr(r.purpose, instr(r.purpose, ' exec ') + 6) AS INTEGER) END
 FROM events AS r
 WHERE r.kind = 'refusal';
 
@@ -213,6 +227,46 @@ FROM events AS m
 LEFT JOIN events AS e ON e.run_id = m.run_id AND e.kind = 'sandbox' AND e.purpose = 'evicted'
 WHERE m.kind = 'sandbox' AND m.purpose = 'made';
 
+-- Agent sessions (docs/audit.md, "Sessions"), one row per session opened: uid is the one caller
+-- it serves; its plan and what its sandbox enforced; when, why and by whom it was closed (NULL:
+-- still open); how many exec runs it started (runs whose purpose names it: a range of the
+-- events_start_purpose index, since N is digits and ':' follows '9') and files it took in and
+-- gave out.
+CREATE VIEW sessions AS
+SELECT o.run_id AS session_id,
+  strftime('%Y-%m-%dT%H:%M:%S', o.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (o.time_ns / 1000000) % 1000) AS opened_at,
+  o.time_ns AS opened_ns, o.uid AS uid, o.policy_name, o.plan_digest, o.backend,
+  o.backend_mode, o.enforcement,
+  CASE WHEN c.time_ns IS NULL THEN NULL ELSE
+    strftime('%Y-%m-%dT%H:%M:%S', c.time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (c.time_ns / 1000000) % 1000) END AS closed_at,
+  c.time_ns AS closed_ns, c.reason AS closed_because, c.uid AS closed_uid,
+  (SELECT count(*) FROM events AS r
+   WHERE r.kind = 'start' AND r.purpose >= 'session ' || o.run_id || ' exec '
+     AND r.purpose < 'session ' || o.run_id || ' exec :') AS execs,
+  (SELECT count(*) FROM events AS f
+   WHERE f.run_id = o.run_id AND f.kind = 'session' AND f.purpose = 'file-in') AS files_in,
+  (SELECT count(*) FROM events AS f
+   WHERE f.run_id = o.run_id AND f.kind = 'session' AND f.purpose = 'file-out') AS files_out,
+  o.seq
+FROM events AS o
+LEFT JOIN events AS c ON c.run_id = o.run_id AND c.kind = 'session' AND c.purpose = 'closed'
+WHERE o.kind = 'session' AND o.purpose = 'opened';
+
+-- One row per file put into (direction in) or taken out of (out) a session: the path, its size
+-- and SHA-256 (stored as {"bytes":N,"sha256":"H"} in the event's enforcement column), and who.
+CREATE VIEW session_files AS
+SELECT run_id AS session_id,
+  CASE purpose WHEN 'file-in' THEN 'in' ELSE 'out' END AS direction,
+  reason AS path,
+  CASE WHEN json_valid(enforcement) THEN json_extract(enforcement, '$.bytes') END AS bytes,
+  CASE WHEN json_valid(enforcement) THEN json_extract(enforcement, '$.sha256') END AS sha256,
+  strftime('%Y-%m-%dT%H:%M:%S', time_ns / 1000000000, 'unixepoch')
+    || printf('.%03dZ', (time_ns / 1000000) % 1000) AS at,
+  time_ns, uid, seq
+FROM events WHERE kind = 'session' AND purpose IN ('file-in', 'file-out');
+
 -- One row per (run, destination the network layer refused).
 CREATE VIEW egress_denials AS
 SELECT r.run_id, r.started_at, r.start_ns, r.policy_name,
@@ -253,7 +307,7 @@ DROP VIEW IF EXISTS refusals;
 DROP VIEW IF EXISTS runs;
 )sql";
 
-// Version 2 or 3 -> current: SQLite cannot widen a CHECK in place, so the events table is
+// Version 2, 3 or 4 -> current: SQLite cannot widen a CHECK in place, so the events table is
 // rebuilt: a new table with the current definition, every row copied column by column (values
 // unchanged: the hashes still verify), the old table and its triggers dropped, the new one
 // renamed, its indexes and append-only triggers made again. Run by the first writer inside its
@@ -266,6 +320,8 @@ std::string RebuildEventsSql() {
   std::string table = schema.substr(begin, end - begin);
   table.replace(0, std::string("CREATE TABLE events").size(), "CREATE TABLE events_new");
   return R"sql(
+DROP VIEW IF EXISTS session_files;
+DROP VIEW IF EXISTS sessions;
 DROP VIEW IF EXISTS sandboxes;
 DROP VIEW IF EXISTS accesses;
 DROP VIEW IF EXISTS egress_denials;
@@ -296,6 +352,8 @@ CREATE INDEX events_run_id ON events (run_id);
 CREATE INDEX events_time ON events (time_ns);
 CREATE UNIQUE INDEX events_one_start ON events (run_id) WHERE kind = 'start';
 CREATE UNIQUE INDEX events_one_end ON events (run_id) WHERE kind IN ('end', 'interrupted');
+CREATE INDEX events_start_purpose ON events (purpose)
+  WHERE kind = 'start' AND purpose IS NOT NULL;
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'safex audit log is append-only: events cannot be changed'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events

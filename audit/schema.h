@@ -17,7 +17,11 @@ inline constexpr int32_t kApplicationId = 0x53465841;
 // every row copied as it is, so every hash still verifies); readers read older logs as they are.
 // 4: the event kind `sandbox` (the warm pool's sandboxes made and evicted) and the `sandboxes`
 // view (2026-12). Migrated the same way from version 2 or 3.
-inline constexpr int32_t kSchemaVersion = 4;
+// 5: the event kind `session` (agent sessions: opened, files in and out, closed), the index
+// events_start_purpose (a session's exec runs, by purpose), and the `sessions` and
+// `session_files` views; `runs` gains session_id and exec_index (2026-12). Migrated the same way
+// from 2, 3 or 4.
+inline constexpr int32_t kSchemaVersion = 5;
 inline constexpr int32_t kOldestReadableSchemaVersion = 1;
 
 // Creates tables, indexes and triggers. Run once, inside the creating transaction, followed by

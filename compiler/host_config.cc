@@ -499,7 +499,9 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
                                                       "results_max_bytes",
                                                       "max_download",
                                                       "pool",
-                                                      "pool_memory"};
+                                                      "pool_memory",
+                                                      "max_sessions",
+                                                      "max_sessions_per_uid"};
   std::set<std::string> seen;
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
@@ -665,6 +667,8 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
        : kw == "refusal_rate"             ? svc.refusal_rate_per_minute
        : kw == "refusal_burst"            ? svc.refusal_burst
        : kw == "max_argv"                 ? svc.max_argv
+       : kw == "max_sessions"             ? svc.max_sessions
+       : kw == "max_sessions_per_uid"     ? svc.max_sessions_per_uid
                                           : svc.max_input_files) = static_cast<uint32_t>(*n);
     }
   }

@@ -82,6 +82,7 @@ struct NetworkSettings {
 //     drain_timeout = 30s                  # SIGTERM: runs may finish this long, then are killed
 //     pool "python-untrusted" { size = 4  max_idle = 10m }   # warm pool (docs/operating.md)
 //     pool_memory = 4GiB                   # pooled sandboxes' memory limits, all together
+//     max_sessions = 16   max_sessions_per_uid = 4   # live agent sessions (docs/api.md)
 //     allow "python-untrusted" { users = ["alice", 1001]  groups = ["ci"] }
 //     allow "*" { users = ["root"] }       # "*": every policy in policy_dir
 //   }
@@ -146,6 +147,9 @@ struct ServiceSettings {
   // The memory limits of every pooled sandbox together (ready or booting): a pool that would
   // pass it is kept smaller (and says so in the service log).
   uint64_t pool_memory_bytes = 4ull << 30;
+  // Agent sessions (docs/api.md "Sessions"): live sessions of every caller, and of one uid.
+  uint32_t max_sessions = 16;
+  uint32_t max_sessions_per_uid = 4;
 };
 
 struct HostConfig {

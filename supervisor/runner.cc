@@ -149,6 +149,7 @@ class RunAttempt {
   Status CheckRequest() {
     if (spec_.argv.empty()) return Status::InvalidArgument("empty argv: nothing to run");
     SAFEX_RETURN_IF_ERROR(CheckCallerChoices(policy_plan_, spec_));
+    SAFEX_RETURN_IF_ERROR(CheckSessionRun());
     if (!spec_.input_dir.empty()) {
       if (FindMount(plan_, plan::MountKind::kInput) == nullptr) {
         return Status::InvalidArgument(fmt::format(
@@ -166,6 +167,20 @@ class RunAttempt {
     auto validators = output::ValidatorSet::Compile(plan_.validators);
     if (!validators.ok()) return validators.status().With("validators");
     validators_ = std::move(validators).value();
+    return Status::Ok();
+  }
+
+  // A session's command runs under the plan its sandbox was made from, as it was made.
+  Status CheckSessionRun() const {
+    if (spec_.session == nullptr) return Status::Ok();
+    if (derived_ || !spec_.input_dir.empty() || !spec_.output_dir.empty()) {
+      return Status::InvalidArgument(
+          "a session's command takes no env, cwd, wall_time_ms or files: its sandbox was made "
+          "from the policy's plan before them (write files into the session instead)");
+    }
+    if (spec_.session->plan_digest() != report_.plan_digest) {
+      return Status::FailedPrecondition("the session's sandbox was made from another plan");
+    }
     return Status::Ok();
   }
 
@@ -231,7 +246,9 @@ class RunAttempt {
     start.backend_mode = plan_.backend == plan::Backend::kGvisor ? plan_.gvisor.platform : "";
     start.argv = spec_.argv;
     start.start_time_ns = NowNs();
-    start.purpose = spec_.purpose;
+    start.purpose = spec_.session != nullptr
+                        ? audit::SessionExecPurpose(spec_.session_id, spec_.session_exec)
+                        : spec_.purpose;
 
     audit::AuditFailure failure = audit::AuditFailure::kBeforeRun;
     auto end = audit::RunAudited(
@@ -348,6 +365,7 @@ class RunAttempt {
   // input snapshot is moved into the sandbox), else in a fresh one. A pooled run's evidence is its sandbox's, read back
   // when it was made, plus which sandbox it was (so the audit log shows each served one run).
   Result<drivers::RunResult> RunInSandbox() {
+    if (spec_.session != nullptr) return RunInSession();
     std::unique_ptr<drivers::PreparedSandbox> sandbox;
     if (options_.sandboxes != nullptr && !derived_) {
       sandbox = options_.sandboxes->Take(plan_.policy_name, report_.plan_digest,
@@ -368,6 +386,22 @@ class RunAttempt {
           "safex serve: warm pool (each pooled sandbox serves one run; safex audit verify)");
     }
     report_.pooled = std::move(pooled);
+    return result;
+  }
+
+  // A session's command: its sandbox's evidence (read back when the session opened), and which
+  // session and command it was (so the audit log shows one sandbox serves one session).
+  Result<drivers::RunResult> RunInSession() {
+    auto result =
+        RunDriver(*driver_, [&] { return spec_.session->Exec(request_); });
+    if (result.ok()) {
+      result->enforcement = spec_.session->enforcement();
+      result->enforcement.Observed(
+          "sandbox",
+          fmt::format("session {} exec {} made {} ns", spec_.session_id, spec_.session_exec,
+                      spec_.session->created_ns()),
+          "safex serve: sessions (one sandbox per session and caller; safex audit verify)");
+    }
     return result;
   }
 

@@ -103,6 +103,14 @@ struct RunSpec {
   std::string cwd;  // "" : the plan's
   // Recorded with the run (audit::RunStart::purpose): "test POLICY/NAME" for `safex test`.
   std::string purpose;
+  // A command of an agent session (serve/session_table.h): it runs in this session's sandbox,
+  // made from exactly the plan Execute is given (a plan of another digest is refused), instead of
+  // a fresh one; its purpose is audit::SessionExecPurpose(session_id, session_exec). Per-run
+  // choices (env, cwd, wall time) and input directories are refused: the sandbox was made before
+  // them. The caller holds the session for the run. nullptr: an ordinary run.
+  drivers::SessionSandbox* session = nullptr;
+  std::string session_id;
+  uint64_t session_exec = 0;
 };
 
 // Everything the caller is told about a run, refused or not.

@@ -417,6 +417,108 @@ def _remaining(deadline):
     return left
 
 
+class SessionFiles:
+    """The files of a session's writable mounts (PUT and GET /v1/sessions/ID/files/PATH)."""
+
+    def __init__(self, session):
+        self._session = session
+
+    def _path(self, path):
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"session file paths are absolute paths inside the sandbox: {path!r}")
+        return self._session._path("/files" + urllib.parse.quote(path, safe="/"))
+
+    def write(self, path, data):
+        """Writes (creates or replaces) the file `path` with `data` (bytes or str, UTF-8) as the
+        program's user; missing directories are made. Returns {"path", "bytes", "sha256"}."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        return self._session._client._json(
+            "PUT", self._path(path), bytes(data),
+            headers={"Content-Type": "application/octet-stream"})
+
+    def read(self, path):
+        """The bytes of the file `path` (after the policy's validators for it), checked against
+        the digest the service sends."""
+        resp, raw = self._session._client._request("GET", self._path(path))
+        _check_digest(resp, hashlib.sha256(raw).hexdigest(), path)
+        return raw
+
+
+class Session:
+    """One agent session (docs/api.md, "Sessions"): one sandbox for one task, several commands
+    in it. Use it as a context manager, or call close(). Files written by one command are there
+    for the next; nothing a command starts outlives it."""
+
+    def __init__(self, client, info):
+        self._client = client
+        self.info = info
+        self.id = info["session_id"]
+        self.files = SessionFiles(self)
+
+    def __repr__(self):
+        return f"Session({self.id!r})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _path(self, suffix=""):
+        return "/v1/sessions/" + urllib.parse.quote(self.id, safe="") + suffix
+
+    def exec(self, argv, stdin=None, on_stdout=None, on_stderr=None, on_event=None,
+             timeout=None):
+        """Runs `argv` as the session's next command and returns its RunResult (the same
+        object as a run's). on_stdout / on_stderr / on_event as for SafexClient.run."""
+        body = {"argv": list(argv), "wait": False}
+        if stdin is not None:
+            body["stdin"] = _b64(stdin)
+        resp, raw = self._client._request("POST", self._path("/exec"),
+                                          json.dumps(body).encode())
+        try:
+            answer = json.loads(raw)
+        except ValueError as e:
+            raise SafexProtocolError(f"POST {self._path('/exec')}: not JSON: {e}", raw)
+        if resp.status == 200 and isinstance(answer, dict) and "verdict" in answer:
+            return RunResult(answer)
+        if resp.status != 202:
+            raise SafexProtocolError(f"POST {self._path('/exec')}: status {resp.status}", answer)
+        handle = RunHandle(self._client, answer["run_id"], accepted=answer)
+        if on_stdout or on_stderr or on_event:
+            for event in handle.events(timeout=timeout):
+                if on_event:
+                    on_event(event)
+                kind = event.get("type")
+                if kind == "stdout" and on_stdout:
+                    on_stdout(_event_data(event))
+                elif kind == "stderr" and on_stderr:
+                    on_stderr(_event_data(event))
+        result = handle.wait(timeout=timeout)
+        # The session was busy (409) or ended (410) when the command's turn came: an error of
+        # the session, not a result of the command.
+        error = result.get("error")
+        if result.verdict == "refused" and isinstance(error, dict) and \
+                error.get("status") in (409, 410):
+            raise SafexError(error["status"], error.get("message", ""), result.raw)
+        return result
+
+    def state(self):
+        """GET /v1/sessions/ID: its state, command count and limits."""
+        return self._client._json("GET", self._path())
+
+    def close(self):
+        """Ends the session (DELETE): its sandbox is destroyed. Closing twice is harmless."""
+        try:
+            return self._client._json("DELETE", self._path())
+        except SafexError as e:
+            if e.status == 404:
+                return None
+            raise
+
+
 class SafexClient:
     """The runs API of one `safex serve` at `socket_path`. `timeout` (seconds) bounds each
     ordinary request; event streams and wait() have their own (default: none)."""
@@ -539,6 +641,13 @@ class SafexClient:
                 elif kind == "stderr" and on_stderr:
                     on_stderr(_event_data(event))
         return handle
+
+    def session(self, policy):
+        """Opens a session of `policy` (POST /v1/sessions; the policy must allow sessions) and
+        returns it: `with client.session("p") as s: s.files.write(...); s.exec([...])`."""
+        info = self._json("POST", "/v1/sessions", json.dumps({"policy": policy}).encode(),
+                          expect=(201,))
+        return Session(self, info)
 
     def handle(self, run_id):
         """A RunHandle for a run started earlier (by this process or another of the same uid)."""

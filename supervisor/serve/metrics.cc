@@ -93,6 +93,12 @@ std::string Metrics::Render() const {
   line("# HELP safex_buffered_request_bytes Request bytes held in memory now.");
   line("# TYPE safex_buffered_request_bytes gauge");
   line("safex_buffered_request_bytes " + std::to_string(buffered_bytes.load()));
+  line("# HELP safex_sessions_opened_total Agent sessions opened.");
+  line("# TYPE safex_sessions_opened_total counter");
+  line("safex_sessions_opened_total " + std::to_string(sessions_opened.load()));
+  line("# HELP safex_sessions_live Agent sessions open now.");
+  line("# TYPE safex_sessions_live gauge");
+  line("safex_sessions_live " + std::to_string(sessions_live.load()));
   line("# HELP safex_run_duration_seconds Wall time of a request in a worker.");
   line("# TYPE safex_run_duration_seconds histogram");
   uint64_t cumulative = 0;

@@ -50,6 +50,8 @@ class Metrics {
   std::atomic<uint64_t> refusal_summaries{0};
   std::atomic<uint64_t> refusals_unrecorded{0};
   std::atomic<int64_t> buffered_bytes{0};
+  std::atomic<uint64_t> sessions_opened{0};  // agent sessions opened (session_table.h)
+  std::atomic<int64_t> sessions_live{0};     // set when rendered
 
   std::string Render() const;
 

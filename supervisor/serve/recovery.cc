@@ -48,6 +48,27 @@ Status RecordLostSandboxes(audit::AuditLog& log, std::vector<std::string>* evict
   return Status::Ok();
 }
 
+// 1c. Every session opened and never closed gets its end: only one service uses a state
+// directory at a time (its instance lock), and the sandboxes below it were all just removed.
+// (A second service writing the same audit log from another state directory would see its live
+// sessions closed here: docs/operating.md says not to share a log between services.)
+Status RecordLostSessions(audit::AuditLog& log, std::vector<std::string>* closed) {
+  SAFEX_ASSIGN_OR_RETURN(auto open, log.OpenSessions());
+  for (const audit::AuditLog::OpenSession& o : open) {
+    audit::SessionEvent ev;
+    ev.session_id = o.session_id;
+    ev.what = audit::SessionEvent::What::kClosed;
+    ev.requester.pid = getpid();
+    ev.reason =
+        "interrupted: its service ended without closing it (killed or crashed); closed by the "
+        "next start's recovery";
+    ev.time_ns = audit::NowNs();
+    SAFEX_RETURN_IF_ERROR(log.RecordSession(ev).With("session " + o.session_id));
+    closed->push_back(o.session_id);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool MakerGone(std::optional<int32_t> pid, int64_t made_ns) {
@@ -130,6 +151,10 @@ Result<RecoveryReport> Recover(const RecoveryOptions& options, drivers::Backends
   report.input_dirs_removed += swept.input_dirs_removed;
   report.interrupted = swept.interrupted;
   for (std::string& w : swept.warnings) report.warnings.push_back(std::move(w));
+
+  // 3b. Sessions of a killed service (their sandboxes went in 1, their last commands in 3): each
+  //     gets the end its service never wrote.
+  note("sessions", RecordLostSessions(log, &report.sessions_closed));
 
   // 4. This daemon's input directories (any left belong to a dead instance), and the directory
   //    versions before <state dir>/private kept them in.

@@ -42,6 +42,9 @@ struct RecoveryReport {
   // Pooled sandboxes of a killed service: removed with the stale sandboxes above, and their end
   // recorded (an eviction) so that every sandbox made has one.
   std::vector<std::string> sandboxes_evicted;
+  // Sessions a killed service left open: their sandboxes removed with the others, their end
+  // recorded ("interrupted: ...").
+  std::vector<std::string> sessions_closed;
   std::vector<std::string> warnings;     // things skipped (e.g. runsc missing: nothing to clean)
   // "S gvisor, M microvm" for the log line.
   std::string SandboxesText() const;

@@ -33,6 +33,7 @@
 #include "common/fs_tree.h"
 #include "common/run_id.h"
 #include "common/sha256.h"
+#include "common/strict_json.h"
 #include "common/utf8.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/backends_config.h"
@@ -47,6 +48,8 @@
 #include "supervisor/serve/live_events.h"
 #include "supervisor/serve/metrics.h"
 #include "supervisor/serve/sandbox_pool.h"
+#include "supervisor/serve/session_files.h"
+#include "supervisor/serve/session_table.h"
 #include "supervisor/serve/policy_store.h"
 #include "supervisor/serve/refusal_limiter.h"
 #include "supervisor/serve/result_files.h"
@@ -176,6 +179,10 @@ struct Job {
   std::shared_ptr<RunEntry> entry;  // id given at admission (a client learns it at once)
   Caller caller;
   SubmitRequest request;
+  std::shared_ptr<Session> session;  // a session's command: runs in its sandbox
+  // Instead of a run: a session operation (open, close, a file) answering connection task_conn.
+  std::function<void(audit::AuditLog&)> task;
+  uint64_t task_conn = 0;
 };
 
 struct Completion {
@@ -202,6 +209,11 @@ struct Server::Impl {
   std::unique_ptr<audit::AuditLog> side_log;
   std::unique_ptr<audit::AuditLog> check_log;  // the integrity checker's own connection
   std::unique_ptr<audit::AuditLog> pool_log;   // the warm pool's (its filler thread's) own
+  // Agent sessions (session_table.h) and their audit connection, shared by their keeper threads
+  // and the workers' file operations (one at a time: session_log_mu).
+  std::unique_ptr<SessionTable> sessions;
+  std::unique_ptr<audit::AuditLog> session_log;
+  std::mutex session_log_mu;
 
   // The audit log's integrity (set by the checker thread or a worker's incremental check; once
   // damaged, every run is refused until the service restarts over a log that verifies).
@@ -477,7 +489,11 @@ struct Server::Impl {
         metrics.queue_depth.fetch_sub(1);
       }
       metrics.in_flight.fetch_add(1);
-      HandleRun(job, log);
+      if (job.task) {
+        job.task(log);
+      } else {
+        HandleRun(job, log);
+      }
       metrics.in_flight.fetch_sub(1);
       {
         std::lock_guard<std::mutex> l(jobs_mu);
@@ -545,7 +561,18 @@ struct Server::Impl {
       return refused(RefusalReason::kBadRequest, 400);
     }
 
-    if (int status = StageRunFiles(job, (*prepared)->plan, &spec, &report); status != 0) {
+    // A session's command: the session held for it (and its plan still the policy's), no files
+    // staged (they are written into the session).
+    std::optional<SessionLease> lease;
+    if (job.session) {
+      int status = 0;
+      std::optional<SessionLease> taken = TakeSession(job, **prepared, &report, &status);
+      if (!taken) return refused(RefusalReason::kBadRequest, status);
+      lease.emplace(std::move(*taken));
+      spec.session = &lease->sandbox();
+      spec.session_id = job.session->id;
+      spec.session_exec = lease->exec_index();
+    } else if (int status = StageRunFiles(job, (*prepared)->plan, &spec, &report); status != 0) {
       return refused(RefusalReason::kBadRequest, status);
     }
     const std::string input_dir = spec.input_dir;
@@ -555,7 +582,8 @@ struct Server::Impl {
     spec.on_output = [&live](int which, std::string_view bytes) { live.OnOutput(which, bytes); };
     // Running from the start event on (the runner's on_started): a cancel before it is a
     // refusal (nothing ran), after it an interruption, and the state says which applies.
-    spec.on_started = [this, &entry, &live] {
+    spec.on_started = [this, &entry, &live, &lease] {
+      if (lease) lease->Started();
       table->SetState(entry, RunState::kRunning, WallNs());
       live.Start();
     };
@@ -564,6 +592,8 @@ struct Server::Impl {
              ", policy \"" + job.request.policy + "\", plan " + (*prepared)->digest.substr(0, 12) +
              ")");
     supervisor::RunReport result = runner->Execute(**prepared, std::move(spec), log);
+    // A session is free for its next command before its caller can learn this one ended.
+    lease.reset();
     if (!input_dir.empty()) RemoveDir(input_dir);
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     metrics.RunFinished(result.verdict, seconds);
@@ -571,6 +601,33 @@ struct Server::Impl {
     live.Finish(result);
     ResultFileList kept = KeptFiles(result.run_id, &files_dir);
     FinishRun(entry, RunAnswer{200, RunJson(result)}, std::move(files_dir), std::move(kept));
+  }
+
+  // The session of a command, held for it. Its plan must still be its policy's: a changed policy
+  // ends the session (never a command under the old plan). nullopt: refused, `report` and
+  // `*status` say why (409: busy or changed, 410: closed or at max_execs).
+  std::optional<SessionLease> TakeSession(const Job& job, const supervisor::PreparedPlan& now,
+                                          supervisor::RunReport* report, int* status) {
+    const std::shared_ptr<Session>& s = job.session;
+    report->policy_name = s->policy;
+    report->verdict = supervisor::Verdict::kRefused;
+    report->exit_status = supervisor::kExitRefused;
+    if (now.digest != s->prepared->digest) {
+      const std::string why = "its policy changed since it opened (plan " +
+                              s->prepared->digest.substr(0, 12) + " is now " +
+                              now.digest.substr(0, 12) + ")";
+      sessions->Close(s, why, {job.caller.uid, job.caller.gid, job.caller.pid});
+      report->reason = "session " + s->id + " was ended: " + why;
+      *status = 409;
+      return std::nullopt;
+    }
+    auto lease = sessions->Acquire(s, /*exec=*/true);
+    if (!lease.ok()) {
+      report->reason = lease.status().message();
+      *status = lease.status().code() == Status::Code::kResourceExhausted ? 409 : 410;
+      return std::nullopt;
+    }
+    return std::move(lease).value();
   }
 
   // The run's spec from the request. The run stops for the service's own cancel (a second
@@ -991,8 +1048,12 @@ struct Server::Impl {
     }
     if (path == "/metrics") {
       if (method != "GET") return method_not_allowed("GET");
+      metrics.sessions_live.store(static_cast<int64_t>(sessions->live()));
       return Respond(c, FormatResponse(200, "text/plain; version=0.0.4",
                                        metrics.Render() + RenderPoolMetrics(pool->stats())));
+    }
+    if (path == "/v1/sessions" || path.starts_with("/v1/sessions/")) {
+      return SessionRoute(c, path.substr(12), method_not_allowed);
     }
     if (path == "/v1/runs") {
       if (method == "POST") return SubmitRun(c);
@@ -1021,7 +1082,175 @@ struct Server::Impl {
     Respond(c, FormatResponse(404, kJson, Dump(j)));
   }
 
-  void SubmitRun(Conn& c) {
+  // ---- Sessions (session_table.h; docs/api.md "Sessions"). `rest` is the path after
+  // /v1/sessions: "", "/ID", "/ID/exec", "/ID/files/PATH".
+  void SessionRoute(Conn& c, std::string_view rest,
+                    const std::function<void(const char*)>& method_not_allowed) {
+    const std::string& method = c.parser.request().method;
+    if (rest.empty()) {
+      if (method != "POST") return method_not_allowed("POST");
+      return OpenSession(c);
+    }
+    const std::string_view tail = rest.substr(1);
+    const size_t slash = tail.find('/');
+    const std::string id(tail.substr(0, slash));
+    const std::string_view sub = slash == std::string_view::npos ? "" : tail.substr(slash);
+    std::shared_ptr<Session> s = IsValidRunId(id) ? sessions->Find(id, c.caller.uid) : nullptr;
+    if (s == nullptr) return RespondJson(c, 404, ErrorJson(404, "no such session"));
+    if (sub.empty()) {
+      if (method == "GET") return RespondJson(c, 200, s->ToJson());
+      if (method == "DELETE") return DeleteSession(c, std::move(s));
+      return method_not_allowed("GET, DELETE");
+    }
+    if (sub == "/exec" || sub.starts_with("/files/")) {
+      // A closed session is answered at once, with the reason (the same check is made again
+      // when the operation takes the session).
+      if (Status open = sessions->CheckOpen(*s); !open.ok()) {
+        return RespondJson(c, 410, ErrorJson(410, open.message()));
+      }
+    }
+    if (sub == "/exec") {
+      if (method != "POST") return method_not_allowed("POST");
+      return SubmitRun(c, std::move(s));
+    }
+    if (sub.starts_with("/files/")) {
+      if (method != "PUT" && method != "GET") return method_not_allowed("GET, PUT");
+      auto path = PercentDecode(sub.substr(6));
+      if (!path.ok()) return RespondJson(c, 400, ErrorJson(400, path.status().message()));
+      return SessionFile(c, std::move(s), std::move(path).value());
+    }
+    RespondJson(c, 404, ErrorJson(404, "no such endpoint"));
+  }
+
+  // A session operation for a worker: answered on the connection when it is done (503 when the
+  // service is at capacity).
+  void PostTask(Conn& c, std::function<std::string(audit::AuditLog&)> task) {
+    Wait(c);
+    const uint64_t conn = c.id;
+    {
+      std::unique_lock<std::mutex> l(jobs_mu);
+      if (draining || pending >= static_cast<size_t>(svc().max_concurrent) + svc().max_queue) {
+        l.unlock();
+        return Complete(conn, FormatResponse(503, kJson,
+                                             Dump(ErrorJson(503, "the service is at capacity "
+                                                                 "or shutting down; try again")),
+                                             {"Retry-After: 1"}));
+      }
+      ++pending;
+      metrics.queue_depth.fetch_add(1);
+      Job job;
+      job.task = [this, conn, task = std::move(task)](audit::AuditLog& log) {
+        Complete(conn, task(log));
+      };
+      job.task_conn = conn;
+      jobs.push_back(std::move(job));
+    }
+    jobs_cv.notify_one();
+  }
+
+  static std::string JsonResponse(int status, const json& body,
+                                  std::vector<std::string> headers = {}) {
+    return FormatResponse(status, kJson, Dump(body), headers);
+  }
+
+  // POST /v1/sessions {"policy": NAME}: allowed as a run of that policy would be; the session's
+  // sandbox is made on a worker (its keeper thread), 201 when it is open.
+  void OpenSession(Conn& c) {
+    const Caller caller = c.caller;
+    StrictJsonOptions shallow;
+    shallow.max_depth = 2;
+    auto body = ParseStrictJson(c.parser.request().body, shallow);
+    std::string().swap(c.parser.request().body);
+    Release(c);
+    if (!body.ok() || !body->is_object() || body->size() != 1 || !body->contains("policy") ||
+        !(*body)["policy"].is_string() ||
+        !ValidPolicyName((*body)["policy"].get_ref<const std::string&>())) {
+      return RespondJson(c, 400, ErrorJson(400, "bad request: the body must be {\"policy\": NAME}"));
+    }
+    const std::string policy = (*body)["policy"].get<std::string>();
+    if (!access->Allowed(caller, policy)) {
+      Wait(c);
+      return RefuseRun(c.id, 403, RefusalReason::kForbidden,
+                       "uid " + std::to_string(caller.uid) + " may not use policy \"" + policy +
+                           "\" (see the service's allow rules)",
+                       caller, policy, {});
+    }
+    PostTask(c, [this, caller, policy](audit::AuditLog&) {
+      supervisor::RunReport report;
+      auto prepared = policies->Get(policy, &report);
+      if (!prepared.ok()) {
+        const bool unknown = prepared.status().code() == Status::Code::kNotFound;
+        return JsonResponse(unknown ? 404 : 400, ErrorJson(unknown ? 404 : 400,
+                                                           prepared.status().message()));
+      }
+      auto s = sessions->Open(caller, policy, *prepared);
+      if (!s.ok()) {
+        const Status::Code code = s.status().code();
+        const int status = code == Status::Code::kResourceExhausted    ? 429
+                           : code == Status::Code::kFailedPrecondition ? 400
+                                                                       : 503;
+        return JsonResponse(status, ErrorJson(status, s.status().message()));
+      }
+      metrics.sessions_opened.fetch_add(1);
+      return JsonResponse(201, (*s)->ToJson(), {"Location: /v1/sessions/" + (*s)->id});
+    });
+  }
+
+  void DeleteSession(Conn& c, std::shared_ptr<Session> s) {
+    const Caller caller = c.caller;
+    PostTask(c, [this, caller, s](audit::AuditLog&) {
+      sessions->Close(s, "deleted by uid " + std::to_string(caller.uid),
+                      {caller.uid, caller.gid, caller.pid});
+      return JsonResponse(200, s->ToJson());
+    });
+  }
+
+  // PUT writes the body to the file, GET answers with its bytes (session_files.h).
+  void SessionFile(Conn& c, std::shared_ptr<Session> s, std::string path) {
+    const Caller caller = c.caller;
+    const bool put = c.parser.request().method == "PUT";
+    std::string body = std::move(c.parser.request().body);
+    Release(c);
+    const uint64_t max = std::min<uint64_t>(svc().max_download_bytes,
+                                             drivers::kMaxSessionPayloadBytes);
+    PostTask(c, [this, caller, s, put, path, max, body = std::move(body)](audit::AuditLog&) {
+      auto lease = sessions->Acquire(s, /*exec=*/false);
+      if (!lease.ok()) {
+        const int status = lease.status().code() == Status::Code::kResourceExhausted ? 409 : 410;
+        return JsonResponse(status, ErrorJson(status, lease.status().message()));
+      }
+      auto record = [this](const audit::SessionEvent& e) { return RecordSessionEvent(e); };
+      if (put) {
+        auto done = PutSessionFile(*lease, path, body, caller, record);
+        if (!done.ok()) return FileError(done.status());
+        return JsonResponse(200, *done);
+      }
+      auto bytes = GetSessionFile(*lease, path, max, caller, record);
+      if (!bytes.ok()) return FileError(bytes.status());
+      return FormatResponse(200, "application/octet-stream", *bytes,
+                            {"Safex-Sha256: " + Sha256Hex(*bytes)});
+    });
+  }
+
+  static std::string FileError(const Status& st) {
+    const int status = st.code() == Status::Code::kNotFound            ? 404
+                       : st.code() == Status::Code::kPermissionDenied   ? 403
+                       : st.code() == Status::Code::kResourceExhausted  ? 413
+                       : st.code() == Status::Code::kFailedPrecondition ? 422
+                       : st.code() == Status::Code::kUnavailable        ? 410
+                       : st.code() == Status::Code::kInvalidArgument    ? 400
+                                                                        : 500;
+    return JsonResponse(status, ErrorJson(status, st.message()));
+  }
+
+  Status RecordSessionEvent(const audit::SessionEvent& e) {
+    std::lock_guard<std::mutex> l(session_log_mu);
+    return session_log->RecordSession(e);
+  }
+
+  // POST /v1/runs, and POST /v1/sessions/ID/exec (`session`: the command runs in it, under its
+  // policy).
+  void SubmitRun(Conn& c, std::shared_ptr<Session> session = nullptr) {
     Wait(c);
     const Caller caller = c.caller;
     if (draining) {
@@ -1039,13 +1268,14 @@ struct Server::Impl {
       }
       key = *k;
     }
-    auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits);
+    auto parsed = ParseSubmitRequest(c.parser.request().body, request_limits, session != nullptr);
     if (!parsed.ok()) {
       int status = parsed.status().code() == Status::Code::kResourceExhausted ? 413 : 400;
       return RefuseRun(c.id, status, RefusalReason::kBadRequest,
                        "bad request: " + parsed.status().message(), caller, "", {});
     }
     SubmitRequest& r = *parsed;
+    if (session) r.policy = session->policy;
     // What a retry must repeat: the request in its canonical form, whether it waits aside.
     std::string digest;
     if (!key.empty()) {
@@ -1088,7 +1318,7 @@ struct Server::Impl {
                " queued before it" + (r.wait ? "" : ", not waited for") + ")");
       table->Event(*entry, {{"type", "state"}, {"state", "queued"}});
       const bool wait = r.wait;
-      jobs.push_back(Job{entry, caller, std::move(r)});
+      jobs.push_back(Job{entry, caller, std::move(r), std::move(session)});
       if (!wait) {
         l.unlock();
         jobs_cv.notify_one();
@@ -1632,6 +1862,12 @@ struct Server::Impl {
       metrics.queue_depth.fetch_sub(static_cast<int64_t>(queued.size()));
     }
     for (Job& j : queued) {
+      if (j.task) {
+        Complete(j.task_conn, FormatResponse(503, kJson,
+                                             Dump(ErrorJson(503, "the service is shutting down")),
+                                             {}));
+        continue;
+      }
       RefuseAdmitted(j, 503, RefusalReason::kShuttingDown,
                      "the service is shutting down; the request was not started");
     }
@@ -1770,6 +2006,8 @@ struct Server::Impl {
     for (std::thread& t : workers) {
       if (t.joinable()) t.join();
     }
+    // No command can run in a session any more: every live one is ended and recorded.
+    if (sessions) sessions->CloseAll("interrupted: the service stopped");
     // No run can take a pooled sandbox any more: the waiting ones are destroyed now.
     if (pool) pool->Stop();
     {
@@ -1887,6 +2125,9 @@ Status OpenAuditLog(Server::Impl& s) {
     auto pool_log = audit::AuditLog::Open(svc.audit_db, ao);
     if (!pool_log.ok()) return pool_log.status().With("audit log " + svc.audit_db);
     s.pool_log = std::move(pool_log).value();
+    auto session_log = audit::AuditLog::Open(svc.audit_db, ao);
+    if (!session_log.ok()) return session_log.status().With("audit log " + svc.audit_db);
+    s.session_log = std::move(session_log).value();
   }
   return Status::Ok();
 }
@@ -1940,6 +2181,12 @@ Status CreateRunner(Server::Impl& s) {
       },
       [&s](const audit::SandboxEvent& e) { return s.pool_log->RecordSandbox(e); });
   options.sandboxes = s.pool.get();
+  SessionLimits session_limits;
+  session_limits.max_sessions = svc.max_sessions;
+  session_limits.max_sessions_per_uid = svc.max_sessions_per_uid;
+  s.sessions = std::make_unique<SessionTable>(
+      session_limits, s.backends.get(),
+      [&s](const audit::SessionEvent& e) { return s.RecordSessionEvent(e); });
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   RetentionLimits keep;
   keep.ttl_ns = static_cast<int64_t>(svc.results_ttl_ns);

@@ -166,7 +166,8 @@ Status ReadFiles(const json& v, const RequestLimits& limits, SubmitRequest* req)
 
 }  // namespace
 
-Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits) {
+Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits,
+                                         bool session_exec) {
   // The depth check first: a deeply nested document is refused before any tree is built.
   if (JsonNestingDepth(body, kMaxDepth) == SIZE_MAX) {
     return Status::InvalidArgument("request body nests deeper than the request schema");
@@ -188,6 +189,11 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const json& v = it.value();
+    if (session_exec && (key == "policy" || key == "files")) {
+      return Status::InvalidArgument("\"" + key +
+                                     "\" is not part of a session's command (the session has "
+                                     "its policy; write files into the session)");
+    }
     if (key == "policy") {
       SAFEX_RETURN_IF_ERROR(ReadPolicy(v, &req));
       have_policy = true;
@@ -232,7 +238,7 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
           "\" (expected policy, argv, stdin, files, wait, wall_time_ms, env, cwd)");
     }
   }
-  if (!have_policy) return Status::InvalidArgument("\"policy\" is required");
+  if (!have_policy && !session_exec) return Status::InvalidArgument("\"policy\" is required");
   if (!have_argv) return Status::InvalidArgument("\"argv\" is required");
   return req;
 }

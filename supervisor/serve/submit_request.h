@@ -51,8 +51,10 @@ struct SubmitRequest {
 };
 
 // InvalidArgument (-> 400) for malformed or invalid requests, ResourceExhausted (-> 413) for a
-// limit exceeded. Never throws.
-Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits);
+// limit exceeded. Never throws. `session_exec`: the body of POST /v1/sessions/ID/exec, which
+// names no policy (the session's) and takes no files (they are written into the session).
+Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits,
+                                         bool session_exec = false);
 
 // The JSON body for a request (the client's side). InvalidArgument when an argv string or the
 // policy name is not valid UTF-8 (JSON cannot carry it).

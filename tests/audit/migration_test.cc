@@ -49,7 +49,7 @@ TEST_F(MigrationTest, TheFirstWriterMigratesAndTheChainStillVerifies) {
   {
     auto log = AuditLog::Open(path_, Writer());
     ASSERT_TRUE(log.ok()) << log.status().ToString();
-    EXPECT_EQ(UserVersion(), "4");
+    EXPECT_EQ(UserVersion(), "5");
     auto before = (*log)->Verify({});
     ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
     EXPECT_EQ(before->checkpoints, 1u);
@@ -98,7 +98,7 @@ TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
   o.key_path = dir.path() + "/audit.key";
   auto log = AuditLog::Open(path, o);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "4");
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "5");
   auto before = (*log)->Verify({});
   ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
   EXPECT_EQ(before->events, 4u);
@@ -119,8 +119,8 @@ TEST(MigrationV2Test, TheEventsTableIsRebuiltAndEverythingStillVerifies) {
 }
 
 // A log of schema version 3 (tests/audit/testdata/v3-log.db: two runs written by the audit
-// library of commit 552843f, then a signed checkpoint): rebuilt for version 4 the same way; the
-// old events and the checkpoint verify, and sandbox events are accepted.
+// library of commit 552843f, then a signed checkpoint): rebuilt for the current version the same
+// way; the old events and the checkpoint verify, and sandbox events are accepted.
 TEST(MigrationV3Test, TheEventsTableIsRebuiltForSandboxEvents) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/audit.db";
@@ -130,7 +130,7 @@ TEST(MigrationV3Test, TheEventsTableIsRebuiltForSandboxEvents) {
   o.key_path = dir.path() + "/audit.key";
   auto log = AuditLog::Open(path, o);
   ASSERT_TRUE(log.ok()) << log.status().ToString();
-  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "4");
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "5");
   SandboxEvent made;
   made.sandbox_id = "sbx-after-migration";
   made.plan_digest = std::string(64, 'b');
@@ -143,6 +143,67 @@ TEST(MigrationV3Test, TheEventsTableIsRebuiltForSandboxEvents) {
   EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM sandboxes"), "1");
   EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs"), "2");
   EXPECT_NE(testing::RawSql(path, "DELETE FROM events WHERE seq = 1"), "");  // still append-only
+}
+
+// A log of schema version 4 (tests/audit/testdata/v4-log.db, written by the audit library of
+// commit 8139dcb: two pooled sandboxes made, one serving a run and one evicted, two runs (one a
+// policy's test), an access and a refusal, then a signed checkpoint): rebuilt for version 5 the
+// same way. The old events and the checkpoint verify, the older views still read them, a session
+// with an exec run and files is accepted and verifies with them, and the table is append-only.
+TEST(MigrationV4Test, TheEventsTableIsRebuiltForSessions) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/audit.db";
+  std::filesystem::copy_file(std::string(SAFEX_AUDIT_TESTDATA) + "/v4-log.db", path);
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "4");
+  AuditOptions o;
+  o.key_path = dir.path() + "/audit.key";
+  auto log = AuditLog::Open(path, o);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "5");
+  EXPECT_NE(testing::RawQuery(path, "SELECT value FROM meta WHERE key = 'migrated_to_5_ns'"), "");
+  auto before = (*log)->Verify({});
+  ASSERT_TRUE(before.ok() && before->ok) << (before.ok() ? before->problem : "");
+  EXPECT_EQ(before->events, 9u);
+  EXPECT_EQ(before->checkpoints, 1u);
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs"), "3");
+  EXPECT_EQ(
+      testing::RawQuery(path, "SELECT served_run FROM sandboxes WHERE sandbox_id = 'v4sbx-0'"),
+      "v4run-0");
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM accesses"), "1");
+  EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM runs WHERE session_id IS NOT NULL"), "0");
+
+  SessionEvent opened;
+  opened.session_id = "sess-after-migration";
+  opened.requester = {1000, 1000, 4242};
+  opened.plan_digest = std::string(64, 'b');
+  ASSERT_TRUE((*log)->RecordSession(opened).ok());
+  RunStart exec = testing::SampleStart("exec-after-migration");
+  exec.purpose = SessionExecPurpose("sess-after-migration", 1);
+  ASSERT_TRUE((*log)->RecordStart(exec).ok());
+  ASSERT_TRUE((*log)->RecordEnd(testing::SampleEnd("exec-after-migration")).ok());
+  SessionEvent file = opened;
+  file.what = SessionEvent::What::kFileOut;
+  file.reason = "out/result.json";
+  file.file_bytes = 2;
+  file.file_sha256 = std::string(64, 'e');
+  ASSERT_TRUE((*log)->RecordSession(file).ok());
+  ASSERT_TRUE((*log)->MakeCheckpoint().ok());
+  auto after = (*log)->Verify({});
+  ASSERT_TRUE(after.ok() && after->ok) << (after.ok() ? after->problem : "");
+  EXPECT_EQ(after->events, 13u);
+  EXPECT_EQ(after->checkpoints, 2u);
+  EXPECT_EQ(testing::RawQuery(path,
+                              "SELECT session_id || ' ' || execs || ' ' || files_out || ' ' "
+                              "|| ifnull(closed_ns, 'open') FROM sessions"),
+            "sess-after-migration 1 1 open");
+  EXPECT_EQ(testing::RawQuery(path, "SELECT path || ' ' || bytes FROM session_files"),
+            "out/result.json 2");
+  EXPECT_EQ(testing::RawQuery(path,
+                              "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND "
+                              "name = 'events_start_purpose'"),
+            "1");
+  EXPECT_NE(testing::RawSql(path, "DELETE FROM events WHERE seq = 1"), "");  // still append-only
+  EXPECT_NE(testing::RawSql(path, "UPDATE events SET uid = 1 WHERE seq = 10"), "");
 }
 
 }  // namespace
