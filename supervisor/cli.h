@@ -30,5 +30,7 @@ void RegisterTestCommand(CLI::App& app, int* exit_code);
 void AddRunSetupOptions(CLI::App* cmd, supervisor::RunSetupFlags* flags);
 // submit: one run through the service (cli_submit.cc).
 void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* program);
+// session open|show|put|get|close: agent sessions through the service (cli_session.cc).
+void RegisterSessionCommands(CLI::App& app, int* exit_code);
 
 }  // namespace safex::cli

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_id.h"
 #include "common/sha256.h"
 #include "common/unique_fd.h"
 #include "supervisor/cli.h"
@@ -36,6 +37,7 @@ constexpr size_t kMaxInputFiles = 10000;
 
 struct SubmitFlags {
   std::string policy;
+  std::string session;  // --session ID: the run is that session's next command
   std::string socket = "/run/safex/safex.sock";
   std::string stdin_file;
   std::string input;
@@ -259,13 +261,14 @@ void WriteRest(int fd, const std::string& whole, const std::string& printed) {
 Result<serve::HttpResponse> Post(const SubmitFlags& f, const std::string& body, Printed* printed) {
   serve::HttpCallOptions call;
   call.headers = {"Prefer: safex-run-id"};
-  if (f.json) return serve::HttpCall(f.socket, "POST", "/v1/runs", body, call);
+  const std::string path = f.session.empty() ? "/v1/runs" : "/v1/sessions/" + f.session + "/exec";
+  if (f.json) return serve::HttpCall(f.socket, "POST", path, body, call);
   call.headers.push_back("Accept: application/x-ndjson");
   json result;
   SAFEX_ASSIGN_OR_RETURN(
       serve::HttpResponse resp,
       serve::HttpStream(
-          f.socket, "POST", "/v1/runs", body,
+          f.socket, "POST", path, body,
           [&](std::string_view line) { OnEvent(line, printed, &result); }, call));
   if (resp.content_type.starts_with("application/x-ndjson")) {
     if (!result.is_object()) resp.complete = false;  // the stream ended before its result
@@ -275,14 +278,39 @@ Result<serve::HttpResponse> Post(const SubmitFlags& f, const std::string& body, 
   return resp;
 }
 
+// What the flags ask, checked before anything is read or sent.
+std::string CheckSubmitFlags(const SubmitFlags& f) {
+  if (f.session.empty() == f.policy.empty()) {
+    return "give --policy (a run) or --session (a session's command), one of them";
+  }
+  if (!f.session.empty()) {
+    if (!IsValidRunId(f.session)) return "--session takes a session id, not '" + f.session + "'";
+    if (!f.input.empty() || !f.output.empty()) {
+      return "a session's command takes no --input or --output (use `safex session put` and "
+             "`safex session get`)";
+    }
+    return "";
+  }
+  if (!serve::ValidPolicyName(f.policy)) {
+    return "--policy takes a policy name ([a-z0-9-]), not a path: '" + f.policy + "'";
+  }
+  return "";
+}
+
+// The request body: a run's, or a session command's (no policy: the session's).
+Result<std::string> SubmitBody(const SubmitFlags& f, const serve::SubmitRequest& req) {
+  SAFEX_ASSIGN_OR_RETURN(std::string body, serve::EncodeSubmitRequest(req));
+  if (f.session.empty()) return body;
+  json j = json::parse(body);
+  j.erase("policy");
+  return j.dump(-1, ' ', false, json::error_handler_t::strict);
+}
+
 int DoSubmit(const SubmitFlags& f) {
   serve::SubmitRequest req;
-  req.policy = f.policy;
+  req.policy = f.session.empty() ? f.policy : "session";
   req.argv = f.argv;
-  if (!serve::ValidPolicyName(f.policy)) {
-    return Refuse("--policy takes a policy name ([a-z0-9-]), not a path: '" + f.policy + "'",
-                  f.json);
-  }
+  if (std::string why = CheckSubmitFlags(f); !why.empty()) return Refuse(why, f.json);
   if (!f.stdin_file.empty()) {
     auto data = ReadFileBounded(f.stdin_file, kMaxStdinBytes);
     if (!data.ok()) return Refuse("stdin: " + data.status().message(), f.json);
@@ -293,13 +321,20 @@ int DoSubmit(const SubmitFlags& f) {
       return Refuse("input: " + st.message(), f.json);
     }
   }
-  auto body = serve::EncodeSubmitRequest(req);
+  auto body = SubmitBody(f, req);
   if (!body.ok()) return Refuse(body.status().message(), f.json);
   Printed printed;
   auto resp = Post(f, *body, &printed);
   if (!resp.ok()) return Refuse(resp.status().message(), f.json);
   if (!resp->complete) return UnknownOutcome(f.socket, resp->run_id, f.json);
   json j = json::parse(resp->body, nullptr, false);
+  if (j.is_object() && !j.contains("exit_status") && j.contains("error") &&
+      j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string()) {
+    return Refuse(j["error"]["message"].get<std::string>() + " (HTTP " +
+                      std::to_string(resp->status) + ")",
+                  f.json);
+  }
   if (j.is_discarded() || !j.is_object() || !j.contains("exit_status") ||
       !j["exit_status"].is_number_integer()) {
     return Refuse("the service answered HTTP " + std::to_string(resp->status) + " without a result",
@@ -352,8 +387,9 @@ int DoSubmit(const SubmitFlags& f) {
 void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* program) {
   auto flags = std::make_shared<SubmitFlags>();
   CLI::App* cmd = app.add_subcommand("submit", "Run a program through the safex service");
-  cmd->add_option("--policy", flags->policy, "Policy name (from the service's policy directory)")
-      ->required();
+  cmd->add_option("--policy", flags->policy, "Policy name (from the service's policy directory)");
+  cmd->add_option("--session", flags->session,
+                  "Run as the next command of this session (safex session open) instead");
   cmd->add_option("--socket", flags->socket, "The service's Unix socket");
   cmd->add_option("--stdin", flags->stdin_file, "File fed to the program's standard input");
   cmd->add_option("--input", flags->input,

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   safex::cli::RegisterAuditCommands(app, &exit_code);
   safex::cli::RegisterServeCommand(app, &exit_code);
   safex::cli::RegisterSubmitCommand(app, &exit_code, &split.program);
+  safex::cli::RegisterSessionCommands(app, &exit_code);
   // CLI11 takes the arguments without the program name, last first.
   std::vector<std::string> args(split.safex_args.rbegin(), split.safex_args.rend() - 1);
   try {

@@ -3,6 +3,7 @@
 another, closed sessions refusing commands with the reason, the limits, concurrency, the audit
 trail, and recovery after a killed service."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -48,7 +49,10 @@ def session_rows(db):
         return {r["session_id"]: dict(r) for r in conn.execute("SELECT * FROM sessions")}
 
 
-class SessionTest(unittest.TestCase):
+class SessionDaemon(unittest.TestCase):
+    """A service with the session policies; after its tests, no session is left open in its
+    audit log and the log verifies."""
+
     daemon = None
 
     @classmethod
@@ -83,6 +87,8 @@ class SessionTest(unittest.TestCase):
         if verify.returncode != 0:
             raise AssertionError(f"audit verify failed: {verify.stdout}{verify.stderr}")
 
+
+class SessionTest(SessionDaemon):
     def test_commands_share_files_and_each_has_its_own_result(self):
         with self.client.session("pytest-session") as s:
             put = s.files.write("/tmp/work/in.txt", "given\n")
@@ -209,6 +215,38 @@ class SessionTest(unittest.TestCase):
         self.assertEqual(row["execs"], 1)
         self.assertEqual((row["files_in"], row["files_out"]), (1, 1))
         self.assertIn("deleted by uid 0", row["closed_because"])
+
+
+class SessionCliTest(SessionDaemon):
+    """`safex session` and `safex submit --session` against the same service."""
+
+    def safex(self, *args, stdin=None):
+        return subprocess.run([serve_fixture.binary(), *args], input=stdin,
+                              capture_output=True, timeout=120)
+
+    def test_the_cli_drives_a_session(self):
+        sock = ["--socket", self.daemon.socket]
+        opened = self.safex("session", "open", "--policy", "pytest-session", *sock)
+        self.assertEqual(opened.returncode, 0, opened.stderr)
+        sid = json.loads(opened.stdout)["session_id"]
+        src = os.path.join(self.daemon.dir, "given.txt")
+        with open(src, "w") as f:
+            f.write("from the host\n")
+        put = self.safex("session", "put", *sock, sid, "/tmp/w/given.txt", src)
+        self.assertEqual(put.returncode, 0, put.stderr)
+        ran = self.safex("submit", "--session", sid, *sock, "--",
+                         "/bin/sh", "-c", "cat /tmp/w/given.txt; echo out > /tmp/w/o; exit 5")
+        self.assertEqual(ran.returncode, 5, ran.stderr)
+        self.assertEqual(ran.stdout, b"from the host\n")
+        got = self.safex("session", "get", *sock, sid, "/tmp/w/o")
+        self.assertEqual((got.returncode, got.stdout), (0, b"out\n"), got.stderr)
+        both = self.safex("submit", "--session", sid, "--policy", "x", *sock, "--", "/bin/true")
+        self.assertEqual(both.returncode, 2 if b"usage" in both.stderr else 125, both.stderr)
+        closed = self.safex("session", "close", *sock, sid)
+        self.assertEqual(closed.returncode, 0, closed.stderr)
+        late = self.safex("submit", "--session", sid, *sock, "--", "/bin/true")
+        self.assertEqual(late.returncode, 125, late.stderr)
+        self.assertIn(b"is closed: deleted by uid 0", late.stderr)
 
 
 class SessionRecoveryTest(unittest.TestCase):
