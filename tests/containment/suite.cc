@@ -154,9 +154,9 @@ constexpr char kPool[] = "198.18.131.0/26";
 constexpr int kPoolSlots = 16;
 
 // Why the service cannot make a case's runs ("" when it can make all of them).
-std::string SubmitUnsupportedOf(const std::vector<Invocation>& invs) {
+std::string SubmitUnsupportedOf(const std::vector<Invocation>& invs, bool session) {
   for (const Invocation& inv : invs) {
-    std::string why = inv.SubmitUnsupported();
+    std::string why = session ? inv.SessionUnsupported() : inv.SubmitUnsupported();
     if (!why.empty()) return (inv.label.empty() ? "" : inv.label + ": ") + why;
   }
   return "";
@@ -207,6 +207,11 @@ std::string RunRecord::StdoutText() const {
   const nlohmann::json* out = Member(report, "stdout");
   const nlohmann::json* t = out != nullptr ? Member(*out, "text") : nullptr;
   return t != nullptr && t->is_string() ? t->get<std::string>() : "";
+}
+
+std::string Invocation::SessionUnsupported() const {
+  if (input) return "it gives the run input files (a session's command takes none)";
+  return SubmitUnsupported();
 }
 
 std::string Invocation::SubmitUnsupported() const {
@@ -544,7 +549,12 @@ std::string Suite::WrapperPolicy(const std::string& example, const std::string& 
   std::string path = policy_dir_ + "/" + name + ".policy";
   WriteFile(path, text);
   // The service finds policies by name in its own directory.
-  if (!serve_policies_.empty()) WriteFile(serve_policies_ + "/" + name + ".policy", text);
+  // There it also allows sessions (the session column); nothing else of the plan changes.
+  if (!serve_policies_.empty()) {
+    text.insert(text.rfind('}'),
+                "  @override(\"containment suite: the session column\")\n  session {}\n");
+    WriteFile(serve_policies_ + "/" + name + ".policy", text);
+  }
   policies_[key] = path;
   return path;
 }
@@ -614,7 +624,13 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
   };
   std::vector<std::string> args;
   std::string db = audit_db_;
-  if (env.submit) {
+  if (env.session) {
+    // A session's second command, after a first that tried to leave something for it.
+    std::string name = fs::path(r.policy_path).stem().string();
+    r.sandbox_id = OpenPersistedSession(name, &r);
+    if (r.sandbox_id.empty()) return r;
+    args = {o_.safex, "submit", "--socket", serve_socket_, "--session", r.sandbox_id, "--json"};
+  } else if (env.submit) {
     // Through the service: the wrapper policy by name from its policy directory; the service
     // writes the suite's audit log and keeps its runs' state under its own state directory.
     std::string name = fs::path(r.policy_path).stem().string();
@@ -689,6 +705,10 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     });
   }
   r.proc = RunWatched(po);
+  // The session ends now, so that what it leaves behind is looked for below.
+  if (env.session) {
+    RunWatched({{o_.safex, "session", "close", "--socket", serve_socket_, r.sandbox_id}});
+  }
   finished.store(true);
   if (admitted.joinable()) admitted.join();
   if (during.joinable()) during.join();
@@ -706,7 +726,8 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     std::lock_guard<std::mutex> l(mu_);
     run_ids_.insert(id);
   }
-  if (const nlohmann::json* sb = Member(r.report, "sandbox"); sb != nullptr && sb->is_object()) {
+  if (const nlohmann::json* sb = Member(r.report, "sandbox");
+      !env.session && sb != nullptr && sb->is_object()) {
     if (auto it = sb->find("id"); it != sb->end() && it->is_string()) r.sandbox_id = *it;
   }
   if (!id.empty() && !db.empty()) {
@@ -745,6 +766,42 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
     } while (std::chrono::steady_clock::now() < until);
   }
   return r;
+}
+
+// What the session column's first command does: everything a program could try to leave for the
+// next command of its session. A background process (killed when the command ends), shell and
+// Python start-up files in the writable scratch and cwd, a sitecustomize module, symlinks to
+// host files and to the root planted where a later command or the files API could follow them.
+const char* const kPersistAttempt =
+    "(while true; do echo persisted >> /tmp/.persisted; sleep 0.2; done) & "
+    "nohup sleep 1000 >/dev/null 2>&1 & "
+    "echo 'echo PERSISTED-RC' > /tmp/.profile; cp /tmp/.profile /tmp/.bashrc; "
+    "echo 'print(\"PERSISTED-SITE\")' > /tmp/sitecustomize.py; "
+    "mkdir -p /tmp/usercustomize; cp /tmp/sitecustomize.py /tmp/usercustomize/__init__.py; "
+    "ln -s /etc/passwd /tmp/passwd; ln -s / /tmp/rootlink; "
+    "sleep 0.5; echo planted";
+
+// Opens a session of `policy` on the suite's service and runs kPersistAttempt in it; the
+// session's id, or "" with r->proc saying why (then the run is not made).
+std::string Suite::OpenPersistedSession(const std::string& policy, RunRecord* r) {
+  ProcessResult opened = RunWatched(
+      {{o_.safex, "session", "open", "--policy", policy, "--socket", serve_socket_}});
+  auto j = nlohmann::json::parse(opened.out, nullptr, false);
+  if (opened.status != 0 || !j.is_object() || !j.contains("session_id")) {
+    r->proc = opened;
+    r->proc.err = "safex session open failed: " + opened.err;
+    return "";
+  }
+  const std::string id = j["session_id"].get<std::string>();
+  ProcessResult first = RunWatched({{o_.safex, "submit", "--socket", serve_socket_, "--session",
+                                     id, "--", "/bin/sh", "-c", kPersistAttempt}});
+  if (first.status != 0 || first.out != "planted\n") {
+    RunWatched({{o_.safex, "session", "close", "--socket", serve_socket_, id}});
+    r->proc = first;
+    r->proc.err = "the session's first command failed: " + first.err;
+    return "";
+  }
+  return id;
 }
 
 void Suite::DiscoverBackends() {
@@ -893,6 +950,7 @@ void Suite::RunCase(const Case& c, const Column& column) {
               work_ + "/cases/" + c.id + "-" + backend + (column.submit ? "-submit" : ""),
               {}};
   env.submit = column.submit;
+  env.session = column.session;
   mkdir(env.dir.c_str(), 0755);
   Cell cell;
   // Nothing a case does may end the process (a worker thread's exception would: std::terminate,
@@ -914,9 +972,10 @@ void Suite::RunCase(const Case& c, const Column& column) {
   } else if (invs.empty()) {
     cell.state = CellState::kNotYetRunnable;
     cell.text = "not yet runnable: " + (not_runnable.empty() ? "no runs" : not_runnable);
-  } else if (std::string why = env.submit ? SubmitUnsupportedOf(invs) : ""; !why.empty()) {
+  } else if (std::string why = env.submit ? SubmitUnsupportedOf(invs, env.session) : "";
+             !why.empty()) {
     cell.state = CellState::kNotThroughSubmit;
-    cell.text = "not through submit: " + why;
+    cell.text = (env.session ? "not through a session: " : "not through submit: ") + why;
   } else {
     std::vector<RunRecord> records(invs.size());
     // Invocations run in order; those sharing a non-zero group run at the same time.
@@ -997,7 +1056,8 @@ void Suite::RunAll() {
     for (const Column& col : kColumns) {
       // By name, or `submit` for the column through the service (its name holds a comma).
       auto chosen = [&col](const std::string& c) {
-        return c == col.name || (col.submit && c == "submit");
+        return c == col.name || (col.submit && !col.session && c == "submit") ||
+             (col.session && c == "session");
       };
       if (!o_.only_columns.empty() &&
           std::none_of(o_.only_columns.begin(), o_.only_columns.end(), chosen)) {

@@ -52,6 +52,9 @@ struct Column {
   std::string name;
   std::string backend;
   bool submit = false;
+  // Through the service too, as the second command of an agent session whose first command
+  // tried to leave something behind for it (kPersistAttempt in suite.cc).
+  bool session = false;
 };
 // The submit column's service keeps a warm pool for the suite's two gVisor wrapper policies
 // (the plain python-untrusted and base-untrusted wrappers, which most cases use): each of their
@@ -60,7 +63,9 @@ struct Column {
 inline const std::vector<Column> kColumns = {{"gvisor", "gvisor", false},
                                              {"microvm", "microvm", false},
                                              {"native (as trusted)", "native", false},
-                                             {"gvisor, submit (pooled)", "gvisor", true}};
+                                             {"gvisor, submit (pooled)", "gvisor", true},
+                                             {"gvisor, session (2nd command)", "gvisor", true,
+                                              true}};
 
 // One `safex run` of a case.
 struct Invocation {
@@ -83,6 +88,8 @@ struct Invocation {
 
   // Why `safex submit` cannot make this run ("" when it can).
   std::string SubmitUnsupported() const;
+  // Why a session's command cannot be this run ("" when it can).
+  std::string SessionUnsupported() const;
 };
 
 // What one invocation produced.
@@ -139,6 +146,7 @@ struct CaseEnv {
   std::string dir;  // host directory of this case on this backend (canaries, input, output)
   std::map<std::string, std::string> vars;
   bool submit = false;  // through `safex submit` to the suite's `safex serve`
+  bool session = false;  // ... as a session's second command (Column::session)
 };
 
 struct Case {
@@ -248,6 +256,7 @@ class Suite {
   // The environment variable names a wrapper policy's plan sets (from `safex compile`).
   std::vector<std::string> PolicyEnvNames(const std::string& example, const std::string& backend);
   // The wrapper policy for (example, backend, extra statements); written once.
+  std::string OpenPersistedSession(const std::string& policy, RunRecord* r);
   std::string WrapperPolicy(const std::string& example, const std::string& backend,
                             const std::string& extra);
 

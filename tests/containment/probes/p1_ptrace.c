@@ -41,6 +41,20 @@ static const char* AttachFromChild(pid_t target, char* buf, size_t cap) {
   return buf;
 }
 
+// Whether process `pid` runs with this process's real uid (its /proc status "Uid:" line).
+static int SameUid(int pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* uid = strstr(buf, "\nUid:\t");
+  return uid != NULL && atoi(uid + 6) == (int)getuid();
+}
+
 int main(int argc, char** argv) {
   Probe p;
   probe_begin(&p, "P1", "ptrace the supervisor and other processes");
@@ -86,7 +100,19 @@ int main(int argc, char** argv) {
       char* nl = strchr(comm, '\n');
       if (nl != NULL) *nl = 0;
       probe_list_add(names, sizeof names, comm);
-      if (strstr(comm, "safex") != NULL || strstr(comm, "runsc") != NULL ||
+      // An agent session's init (safex-launch --session) is inside the sandbox: pid 1 of this
+      // pid namespace, running as this uid. The host's supervisor can never be that.
+      const int session_init = pid == 1 && strstr(comm, "safex-launch") != NULL &&
+                               SameUid(pid);
+      if (session_init) {
+        // Its answers are what the host hears of each command: it must not be attachable.
+        char init_buf[64];
+        const char* r1 = AttachFromChild(1, init_buf, sizeof init_buf);
+        probe_str(&p, "session_init_attach", r1);
+        probe_list_add(outcomes, sizeof outcomes, r1);
+        if (strcmp(r1, "OK") == 0) probe_escaped(&p);
+      }
+      if ((strstr(comm, "safex") != NULL && !session_init) || strstr(comm, "runsc") != NULL ||
           strstr(comm, "containment") != NULL || strstr(comm, "qemu") != NULL) {
         probe_escaped(&p);
       }
