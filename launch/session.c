@@ -1,4 +1,4 @@
-/* safex-launch --session: the init of an agent session's sandbox (docs/sessions.md).
+/* safex-launch --session: the init of an agent session's sandbox (docs/api.md, "Sessions").
  *
  * After the same report as every launch, it stays pid 1 of the sandbox and serves the host's
  * commands, one at a time, each a frame on fd 4: a kind byte, a 4-byte little-endian length, the

@@ -95,6 +95,11 @@ Result<std::shared_ptr<Session>> SessionTable::Open(
     return Status::FailedPrecondition("policy \"" + policy +
                                       "\" does not allow sessions (it has no `session` block)");
   }
+  if (prepared->plan.backend != plan::Backend::kGvisor) {
+    return Status::FailedPrecondition("policy \"" + policy + "\" runs on the " +
+                                      plan::BackendName(prepared->plan.backend) +
+                                      " backend; sessions run on gvisor only");
+  }
   SAFEX_ASSIGN_OR_RETURN(drivers::Driver * driver, backends_->Get(prepared->plan.backend));
   auto s = std::make_shared<Session>(audit::NewRunId(), caller, policy, std::move(prepared),
                                      audit::NowNs());

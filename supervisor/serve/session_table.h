@@ -112,7 +112,7 @@ class SessionTable {
   // FailedPrecondition (with the reason) when it is closed or has run max_execs commands,
   // ResourceExhausted when another operation holds it.
   Result<SessionLease> Acquire(const std::shared_ptr<Session>& s, bool exec);
-  // FailedPrecondition with the reason when `s` is closed (or closing, or at max_execs).
+  // FailedPrecondition with the reason when `s` is closed or closing.
   Status CheckOpen(const Session& s) const;
   // Ends `s` and waits until its sandbox is gone and its end recorded. Idempotent.
   void Close(const std::shared_ptr<Session>& s, const std::string& reason,

@@ -531,8 +531,11 @@ Case F3() {
     k.Expect(r.Obs("reached").empty(), "host canary reached via " + r.Obs("reached"));
     k.Expect(r.ObsInt("pids_visible") >= 1 && r.ObsInt("pids_visible") <= 3,
              r.Obs("pids_visible") + " processes visible");
-    k.Expect(r.Obs("pid1_cmdline").find("/probes/f3_proc_root") == 0,
-             "pid 1 is not the run's own program: " + r.Obs("pid1_cmdline"));
+    // pid 1 is the sandbox's first process: the program itself, or in a session the session's
+    // init (the launcher inside the sandbox that started this command), never a host process.
+    const std::string first = env.session ? "/.safex-launch/safex-launch" : "/probes/f3_proc_root";
+    k.Expect(r.Obs("pid1_cmdline").find(first) == 0,
+             "pid 1 is not the sandbox's own first process: " + r.Obs("pid1_cmdline"));
     ExpectCanariesUnchanged(k, env);
     k.Summary(r.ProbeResult());
   };

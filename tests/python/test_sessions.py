@@ -35,7 +35,16 @@ SHORT_POLICY = """policy "pytest-session-short" extends "base-untrusted" {
   }
 }
 """
-POLICIES = {"pytest-session": SESSION_POLICY, "pytest-session-short": SHORT_POLICY}
+LIFE_POLICY = """policy "pytest-session-life" extends "base-untrusted" {
+  @override("tests: agent sessions") session {
+    max_execs = 100
+    idle_timeout = 1s
+    max_lifetime = 2s
+  }
+}
+"""
+POLICIES = {"pytest-session": SESSION_POLICY, "pytest-session-short": SHORT_POLICY,
+            "pytest-session-life": LIFE_POLICY}
 SERVICE = "    max_sessions = 12\n    max_sessions_per_uid = 10\n"
 
 
@@ -141,6 +150,32 @@ class SessionTest(SessionDaemon):
             self.assertIn("max_execs (2)", e.exception.message)
         finally:
             counted.close()
+
+    def test_a_changed_policy_ends_the_session_at_its_next_command(self):
+        path = os.path.join(self.daemon.policy_dir, "pytest-session-change.policy")
+        with open(path, "w") as f:
+            f.write(SESSION_POLICY.replace("pytest-session", "pytest-session-change"))
+        s = self.client.session("pytest-session-change")
+        self.assertEqual(s.exec(["/bin/true"]).verdict, "ok")
+        with open(path, "w") as f:
+            f.write(SESSION_POLICY.replace("pytest-session", "pytest-session-change")
+                    .replace("max_execs = 40", "max_execs = 39"))
+        with self.assertRaises(SafexError) as e:
+            s.exec(["/bin/true"])
+        self.assertEqual(e.exception.status, 409)
+        self.assertIn("its policy changed since it opened", e.exception.message)
+        self.assertEqual(s.state()["state"], "closed")
+
+    def test_max_lifetime_ends_a_busy_session(self):
+        s = self.client.session("pytest-session-life")
+        start = time.monotonic()
+        with self.assertRaises(SafexError) as e:
+            while time.monotonic() - start < 10:
+                s.exec(["/bin/true"])  # never idle for its 1 s idle_timeout
+                time.sleep(0.2)
+        self.assertEqual(e.exception.status, 410)
+        self.assertIn("its max_lifetime (2s) passed", e.exception.message)
+        self.assertLess(time.monotonic() - start, 5)
 
     def test_a_policy_without_sessions_refuses_them(self):
         with self.assertRaises(SafexError) as e:

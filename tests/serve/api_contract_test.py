@@ -38,6 +38,15 @@ except ImportError:  # python3-yaml (scripts/install-deps.sh installs it)
 OPENAPI = os.path.join(SOURCE_DIR, "docs", "openapi.yaml")
 API_MD = os.path.join(SOURCE_DIR, "docs", "api.md")
 UNKNOWN_RUN = "01900000-0000-7000-8000-000000000000"
+# The docs' session example (docs/api.md, "Sessions").
+SESSION_POLICY = """policy "agent-session" extends "python-untrusted" {
+  @override("agent sessions: state kept between a task's steps") session {
+    max_execs = 100
+    idle_timeout = 5m
+    max_lifetime = 1h
+  }
+}
+"""
 
 
 def load_spec():
@@ -219,7 +228,8 @@ class ContractTest(unittest.TestCase):
         serve_fixture.require_root_or_skip()
         cls.v = Validator(cls.spec)
         # One run at a time, so that a second run waits in the queue (the queued state).
-        cls.daemon = serve_fixture.ServeFixture(max_concurrent=1)
+        cls.daemon = serve_fixture.ServeFixture(max_concurrent=1,
+                                                extra_policies={"agent-session": SESSION_POLICY})
         try:
             cls.daemon.start()
         except BaseException:
@@ -466,6 +476,37 @@ class ContractTest(unittest.TestCase):
         finally:
             h.cancel()
             h.wait(timeout=60)
+
+    def test_sessions(self):
+        r, d = self.call("POST", "/v1/sessions", "/v1/sessions", {"policy": "agent-session"})
+        self.assertEqual(r.status, 201, d)
+        base = "/v1/sessions/" + json.loads(d)["session_id"]
+        r, _ = self.call("POST", "/v1/sessions", "/v1/sessions", {"policy": "base-untrusted"})
+        self.assertEqual(r.status, 400)
+        r, _ = self.call("GET", "/v1/sessions/{id}", base)
+        self.assertEqual(r.status, 200)
+        r, _ = self.call("GET", "/v1/sessions/{id}", f"/v1/sessions/{UNKNOWN_RUN}")
+        self.assertEqual(r.status, 404)
+        files = "/v1/sessions/{id}/files/{name}"
+        r, _ = self.call("PUT", files, base + "/files/tmp/w/a.txt", raw_body=b"abc",
+                         headers={"Content-Type": "application/octet-stream"})
+        self.assertEqual(r.status, 200)
+        r, d = self.call("GET", files, base + "/files/tmp/w/a.txt")
+        self.assertEqual((r.status, d), (200, b"abc"))
+        r, _ = self.call("GET", files, base + "/files/etc/passwd")
+        self.assertEqual(r.status, 400)
+        exe = "/v1/sessions/{id}/exec"
+        r, d = self.call("POST", exe, base + "/exec", {"argv": ["/bin/cat", "/tmp/w/a.txt"]})
+        self.assertEqual((r.status, json.loads(d)["stdout"]["text"]), (200, "abc"), d)
+        r, _ = self.call("POST", exe, base + "/exec", {"argv": ["/bin/true"], "wait": False})
+        self.assertEqual(r.status, 202)
+        self.client.handle(json.loads(_)["run_id"]).wait(60)
+        r, _ = self.call("POST", exe, base + "/exec", {"argv": ["/bin/true"], "env": {"A": "1"}})
+        self.assertEqual(r.status, 400)
+        r, _ = self.call("DELETE", "/v1/sessions/{id}", base)
+        self.assertEqual(r.status, 200)
+        r, _ = self.call("POST", exe, base + "/exec", {"argv": ["/bin/true"]})
+        self.assertEqual(r.status, 410)
 
     def test_zz_every_operation_was_called(self):
         # Runs last (unittest sorts by name); meaningful only when the others ran.
