@@ -327,10 +327,13 @@ std::string MarkerSays(const Marker& m) {
          std::to_string(m.verified_seq) + " was verified at " + FormatIso8601(m.verified_ns);
 }
 
-// The pooled sandbox an end event's run was handed (its evidence's "sandbox" field, written by
-// the runner: "pooled ID made ..."), or "" for a run that made its own.
+// The pooled sandbox an end event's run, or a session's opening, was handed (its evidence's
+// "sandbox" field, written by the runner or the session table: "pooled ID made ..."), or "" for
+// a run or session that made its own.
 std::string PooledSandboxOf(const EventRow& row) {
-  if (row.text(kColKind) != kKindEnd) return "";
+  const bool session_opened =
+      row.text(kColKind) == kKindSession && row.text(kColPurpose) == kSessionOpened;
+  if (row.text(kColKind) != kKindEnd && !session_opened) return "";
   const std::string_view text = row.text(kColEnforcement);
   if (text.find("\"pooled ") == std::string_view::npos) return "";
   const nlohmann::json e = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -385,11 +388,13 @@ class ChainRules {
              "or one session";
     }
     if (sandbox_event && !evicted) return "";
-    // A pooled sandbox ends once: it serves one run, or it is evicted unused.
-    const std::string ending = evicted ? "was evicted" : "served run " + id;
+    // A pooled sandbox ends once: it serves one run or one session, or it is evicted unused.
+    const std::string ending = evicted                                ? "was evicted"
+                               : row.text(kColKind) == kKindSession ? "served session " + id
+                                                                      : "served run " + id;
     if (!endings_.emplace(sandbox, ending).second) {
       return "pooled sandbox " + sandbox + " " + ending + " but it already " + endings_[sandbox] +
-             ": a pooled sandbox serves exactly one run";
+             ": a pooled sandbox serves exactly one run or one session";
     }
     return "";
   }
@@ -1226,8 +1231,8 @@ Result<std::vector<AuditLog::UnendedSandbox>> AuditLog::UnendedSandboxes() {
   if (out.empty()) return out;
   SAFEX_ASSIGN_OR_RETURN(Stmt served,
                          Stmt::Prepare(impl_->db.get(),
-                                       "SELECT enforcement FROM events WHERE kind = 'end' AND "
-                                       "instr(enforcement, '\"pooled ') > 0"));
+                                       "SELECT enforcement FROM events WHERE kind IN ('end', "
+                                       "'session') AND instr(enforcement, '\"pooled ') > 0"));
   std::set<std::string> named;
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, served.Step());

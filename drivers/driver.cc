@@ -40,6 +40,11 @@ Result<std::unique_ptr<SessionSandbox>> Driver::OpenSession(const plan::Plan& /*
   return Status::FailedPrecondition(std::string(name()) + ": this backend has no sessions");
 }
 
+Result<std::unique_ptr<SessionSandbox>> Driver::OpenPreparedSession(
+    std::unique_ptr<PreparedSandbox> /*sandbox*/, const plan::Plan& /*plan*/) {
+  return Status::FailedPrecondition(std::string(name()) + ": this backend has no sessions");
+}
+
 std::string Driver::SandboxGeneration(const plan::Plan& /*plan*/) { return ""; }
 
 Status CheckRunnable(const plan::Plan& plan, const RunRequest& req, plan::Backend backend,

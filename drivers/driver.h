@@ -183,6 +183,8 @@ class SessionSandbox {
   virtual bool Alive() = 0;
   // What teardown could not remove so far ("" normally); final once the object is destroyed.
   virtual std::string Errors() const { return ""; }
+  // For its opener to add what it knows of it (which pooled sandbox it was) before first use.
+  Enforcement& MutableEnforcement() { return enforcement_; }
 
  protected:
   SessionSandbox(std::string id, std::string plan_digest, int64_t created_ns)
@@ -250,6 +252,12 @@ class Driver {
   // sessions: FailedPrecondition.
   virtual Result<std::unique_ptr<SessionSandbox>> OpenSession(const plan::Plan& plan,
                                                               const PrepareRequest& request);
+  // The same from a warm pool's sandbox made from `plan` (Prepare): instead of a program's
+  // hand-over, its first process becomes the session's init. The session's CPU accounting starts
+  // now (the boot and the wait are not its). The parent-death signal stays bound to the thread
+  // that prepared it. Backends without it: FailedPrecondition.
+  virtual Result<std::unique_ptr<SessionSandbox>> OpenPreparedSession(
+      std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan);
   // What a sandbox made from `plan` now depends on besides the plan: the runtime's binary and
   // version, the identity of the host paths the plan binds. The pool retires a waiting sandbox
   // whose generation is no longer the current one (a runsc upgrade, a replaced bind source).

@@ -13,7 +13,9 @@
  *                                 safex-launch --session
  *
  * --pool (a warm pool's sandbox, made before its request is known): the same report, then it
- * waits on fd 4 for the hand-over instead of a bare go-ahead: 'p', a 4-byte little-endian length,
+ * waits on fd 4 for the hand-over instead of a bare go-ahead: 's' makes it a session's init
+ * exactly as --session would (fd 3 stays open for that until the hand-over); or 'p', a 4-byte
+ * little-endian length,
  * and that many bytes: one stdin byte ('n': the program's stdin is /dev/null, 'p': the pipe the
  * sandbox was started with) and the program's argv, each string NUL-terminated. It then execs
  * the program exactly as a cold run's launcher would. While it waits it makes no call that could
@@ -152,12 +154,16 @@ int main(int argc, char** argv) {
     return 125; /* no report, no program */
   }
   if (in_session) return serve_session(kReportFd, kGoFd);
-  close(kReportFd);
+  /* A pooled sandbox may be handed to a session ('s'), whose answers go out on fd 3: kept open
+   * until the hand-over says which. */
+  if (!pooled) close(kReportFd);
   char go = 0;
   ssize_t r;
   do {
     r = read(kGoFd, &go, 1);
   } while (r < 0 && errno == EINTR);
+  if (pooled && r == 1 && go == 's') return serve_session(kReportFd, kGoFd);
+  if (pooled) close(kReportFd);
   char** program = argv + 2;
   if (pooled) {
     program = r == 1 && go == 'p' ? read_handover() : NULL;

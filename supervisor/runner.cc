@@ -395,7 +395,11 @@ class RunAttempt {
     auto result =
         RunDriver(*driver_, [&] { return spec_.session->Exec(request_); });
     if (result.ok()) {
+      // The session's evidence, but for which sandbox it was: that is the session's to name
+      // (its opening names a pooled one), and this run's is the session's command.
       result->enforcement = spec_.session->enforcement();
+      std::erase_if(result->enforcement.fields,
+                    [](const drivers::EnforcedField& f) { return f.name == "sandbox"; });
       result->enforcement.Observed(
           "sandbox",
           fmt::format("session {} exec {} made {} ns", spec_.session_id, spec_.session_exec,

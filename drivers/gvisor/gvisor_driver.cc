@@ -345,6 +345,42 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Pl
       std::move(parts)));
 }
 
+Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
+    std::unique_ptr<PreparedSandbox> prepared, const plan::Plan& plan) {
+  auto* sandbox = dynamic_cast<gvisor::PooledSandbox*>(prepared.get());
+  if (sandbox == nullptr) return Status::InvalidArgument("gvisor: not a gVisor pooled sandbox");
+  if (plan::PlanDigest(plan) != sandbox->plan_digest()) {
+    return Status::FailedPrecondition("gvisor: pooled sandbox " + sandbox->id() +
+                                      " was made from another plan; not used");
+  }
+  SigpipeBlock sigpipe_block;
+  if (!sandbox->Healthy() || !sandbox->io().report.read.valid()) {
+    return Status::Unavailable("gvisor: pooled sandbox " + sandbox->id() +
+                               " stopped while it waited");
+  }
+  auto parts = std::make_unique<gvisor::SessionParts>();
+  parts->plan = plan;
+  parts->options = &options_;
+  parts->backend_mode = BackendMode(plan);
+  parts->state = sandbox->TakeState();
+  parts->io = sandbox->TakeIo();
+  gvisor::RunState& s = *parts->state;
+  // As a pooled run's hand-over (run_steps.h 6c): its CPU share back; what the boot and the wait
+  // used is no command's.
+  SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/false));
+  SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
+  const char become = 's';
+  if (write(parts->io.go.write.get(), &become, 1) != 1) {
+    return Status::Unavailable("gvisor: pooled sandbox " + sandbox->id() +
+                               " did not take the session's hand-over");
+  }
+  parts->wire = gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
+  Enforcement evidence = sandbox->enforcement();
+  return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(
+      sandbox->id(), sandbox->plan_digest(), sandbox->created_ns(), std::move(evidence),
+      std::move(parts)));
+}
+
 std::string GvisorDriver::SandboxGeneration(const plan::Plan& plan) {
   std::string generation = PathIdentity(options_.runsc_path, true);
   for (const plan::Mount& m : plan.mounts) {

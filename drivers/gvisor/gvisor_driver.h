@@ -104,6 +104,9 @@ class GvisorDriver : public Driver {
   // (session_sandbox.h) whose init runs each command.
   Result<std::unique_ptr<SessionSandbox>> OpenSession(const plan::Plan& plan,
                                                       const PrepareRequest& request) override;
+  // A pooled sandbox (pooled_sandbox.h) handed 's': its launcher becomes the session's init.
+  Result<std::unique_ptr<SessionSandbox>> OpenPreparedSession(
+      std::unique_ptr<PreparedSandbox> sandbox, const plan::Plan& plan) override;
   // runsc's file identity (device, inode, size, mtime) and each bind source's (device, inode,
   // mtime): a replaced runsc or mount source changes it. A package upgrade that rewrites files
   // deep below a bound directory without touching the directory itself does not.

@@ -44,6 +44,7 @@ PooledSandbox::PooledSandbox(std::string id, std::string plan_digest, std::strin
 }
 
 PooledSandbox::~PooledSandbox() {
+  if (!state_) return;  // handed to a session (TakeState)
   // EOF on its channel: the launcher exits 125 without running anything; then everything goes.
   io_.go.write.Reset();
   io_.stdin_pipe.reset();
@@ -51,6 +52,7 @@ PooledSandbox::~PooledSandbox() {
 }
 
 bool PooledSandbox::Healthy() {
+  if (!state_) return false;
   const bool log_open = DrainInto(io_.log.read, &io_.idle_log);
   const bool diag_open = DrainInto(io_.diag.read, &io_.idle_diag);
   if (!state_->runsc.reaped()) state_->runsc.TryWait().ok();

@@ -26,6 +26,11 @@ class PooledSandbox final : public PreparedSandbox {
   // RunIo::idle_log / idle_diag, which supervision reads first; false once runsc has exited.
   bool Healthy() override;
 
+  // Hands everything it holds to a session's sandbox (GvisorDriver::OpenPreparedSession): it
+  // then holds nothing, and its destruction does nothing.
+  std::unique_ptr<RunState> TakeState() { return std::move(state_); }
+  RunIo TakeIo() { return std::move(io_); }
+
   bool filtered() const { return filtered_; }
   RunState& state() { return *state_; }
   RunIo& io() { return io_; }

@@ -172,8 +172,9 @@ LaunchOutcome AwaitLauncher(const RunContext& c, bool filtered, RunIo& io, RunSt
     if (bytes.size() > 256 * 1024) break;  // no report is this large
     report = ParseSandboxReport(bytes);
   }
-  // A session's launcher answers its commands on the same pipe: kept open only for that.
-  if (!c.session || !report.ok()) io.report.read.Reset();
+  // A session's launcher answers its commands on the same pipe, and a pooled sandbox may become
+  // a session's: kept open only for that.
+  if (!(c.session || c.pooled) || !report.ok()) io.report.read.Reset();
   if (!report.ok()) {
     io.go.write.Reset();  // EOF to the launcher: it exits without running anything
     e->Compare("launcher", "a report", "",

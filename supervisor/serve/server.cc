@@ -2186,7 +2186,7 @@ Status CreateRunner(Server::Impl& s) {
   session_limits.max_sessions_per_uid = svc.max_sessions_per_uid;
   s.sessions = std::make_unique<SessionTable>(
       session_limits, s.backends.get(),
-      [&s](const audit::SessionEvent& e) { return s.RecordSessionEvent(e); });
+      [&s](const audit::SessionEvent& e) { return s.RecordSessionEvent(e); }, s.pool.get());
   s.runner = std::make_unique<supervisor::Runner>(std::move(options));
   RetentionLimits keep;
   keep.ttl_ns = static_cast<int64_t>(svc.results_ttl_ns);

@@ -83,8 +83,8 @@ void SessionLease::Started() {
 }
 
 SessionTable::SessionTable(SessionLimits limits, drivers::Backends* backends,
-                           SessionRecorder record)
-    : limits_(limits), backends_(backends), record_(std::move(record)) {}
+                           SessionRecorder record, supervisor::SandboxSource* sandboxes)
+    : limits_(limits), backends_(backends), record_(std::move(record)), sandboxes_(sandboxes) {}
 
 SessionTable::~SessionTable() { CloseAll("the service stopped"); }
 
@@ -165,11 +165,32 @@ void SessionTable::Keep(std::shared_ptr<Session> s, drivers::Driver* driver) {
   s->cv_.notify_all();
 }
 
-bool SessionTable::OpenSandbox(Session& s, drivers::Driver* driver) {
-  drivers::PrepareRequest req;
-  req.sandbox_id = s.id;
+// A ready sandbox of the warm pool when the policy has one, else one made now.
+Result<std::unique_ptr<drivers::SessionSandbox>> SessionTable::MakeSandbox(
+    const Session& s, drivers::Driver* driver) {
   const plan::Plan& plan = s.prepared->plan;
-  auto made = driver->OpenSession(plan, req);
+  std::unique_ptr<drivers::PreparedSandbox> pooled;
+  if (sandboxes_ != nullptr) pooled = sandboxes_->Take(s.policy, s.prepared->digest, false);
+  if (!pooled) {
+    drivers::PrepareRequest req;
+    req.sandbox_id = s.id;
+    return driver->OpenSession(plan, req);
+  }
+  const std::string observed = "pooled " + pooled->id() + " made " +
+                               std::to_string(pooled->created_ns()) + " ns idle " +
+                               std::to_string((audit::NowNs() - pooled->created_ns()) / 1000000) +
+                               " ms";
+  SAFEX_ASSIGN_OR_RETURN(auto made, driver->OpenPreparedSession(std::move(pooled), plan));
+  // Named as a pooled run names its sandbox (audit: one pooled sandbox, one run or session).
+  made->MutableEnforcement().Observed(
+      "sandbox", observed,
+      "safex serve: warm pool (each pooled sandbox serves one run or one session)");
+  return made;
+}
+
+bool SessionTable::OpenSandbox(Session& s, drivers::Driver* driver) {
+  const plan::Plan& plan = s.prepared->plan;
+  auto made = MakeSandbox(s, driver);
   auto fail = [&s](std::string why) {
     std::lock_guard<std::mutex> l(s.mu_);
     s.open_error_ = std::move(why);

@@ -1,7 +1,11 @@
 // Agent sessions (docs/api.md, "Sessions"): one sandbox for one task of one caller, several
 // commands in it, destroyed at its end and never handed to another session or caller.
 //
-// Each session has a keeper thread that makes its sandbox (Driver::OpenSession: the sandbox's
+// Each session has a keeper thread that makes its sandbox, or takes a ready one from the warm pool
+// when its policy has one (Driver::OpenPreparedSession: the pooled sandbox's first process
+// becomes the session's init instead of a program; it is the session's alone from then on, and
+// the session's `opened` event names it as a run's end names the pooled sandbox it served).
+// A sandbox the keeper makes itself (Driver::OpenSession: the sandbox's
 // processes carry a parent-death signal bound to the thread that made them, so that thread lives
 // as long as the session), records the session's `opened` event before anyone may use it, then
 // waits for its end: a DELETE, its policy's idle timeout or maximum lifetime, or the service
@@ -98,7 +102,10 @@ class SessionLease {
 
 class SessionTable {
  public:
-  SessionTable(SessionLimits limits, drivers::Backends* backends, SessionRecorder record);
+  // `sandboxes` (may be null): the warm pool, from which a session of a pooled policy takes a
+  // ready sandbox instead of booting one.
+  SessionTable(SessionLimits limits, drivers::Backends* backends, SessionRecorder record,
+               supervisor::SandboxSource* sandboxes = nullptr);
   ~SessionTable();  // CloseAll("the service stopped")
 
   // A new session of `prepared` (a policy that allows sessions) for `caller`: its sandbox made and
@@ -123,6 +130,8 @@ class SessionTable {
  private:
   void Keep(std::shared_ptr<Session> s, drivers::Driver* driver);
   bool OpenSandbox(Session& s, drivers::Driver* driver);
+  Result<std::unique_ptr<drivers::SessionSandbox>> MakeSandbox(const Session& s,
+                                                               drivers::Driver* driver);
   void AwaitEnd(Session& s);
   void Forget();
   static Status CheckOpenLocked(const Session& s);  // REQUIRES: s.mu_ held
@@ -130,6 +139,7 @@ class SessionTable {
   const SessionLimits limits_;
   drivers::Backends* backends_;
   SessionRecorder record_;
+  supervisor::SandboxSource* sandboxes_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;  // guarded by mu_
   std::vector<std::string> closed_order_;                     // guarded by mu_

@@ -284,6 +284,53 @@ class SessionCliTest(SessionDaemon):
         self.assertIn(b"is closed: deleted by uid 0", late.stderr)
 
 
+class SessionPoolTest(unittest.TestCase):
+    """A session of a pooled policy takes a ready sandbox: its init is the pooled launcher, the
+    audit log names the pooled sandbox in the session's opening (one sandbox, one session), and
+    a killed service's pooled session is closed by recovery without the sandbox being counted
+    twice (the log still verifies)."""
+
+    def wait_ready(self, client):
+        until = time.monotonic() + 120
+        while time.monotonic() < until:
+            if 'safex_pool_ready{policy="pytest-session"} 1' in client.metrics():
+                return
+            time.sleep(0.1)
+        self.fail("the pool did not fill")
+
+    def test_a_session_takes_a_pooled_sandbox(self):
+        serve_fixture.require_root_or_skip()
+        daemon = serve_fixture.ServeFixture(
+            extra_policies=POLICIES, extra_service='    pool "pytest-session" { size = 1 }\n')
+        try:
+            daemon.start()
+            client = daemon.client()
+            self.wait_ready(client)
+            with client.session("pytest-session") as s:
+                s.files.write("/tmp/a", "1")
+                r = s.exec(sh("cat /tmp/a; id -u; set -- /proc/[0-9]*; echo $#"))
+                self.assertEqual(r.stdout, "165534\n2\n", r.raw)
+                self.assertEqual(s.exec(sh("cat /tmp/a")).stdout, "1")
+            row = session_rows(daemon.audit_db)[s.id]
+            self.assertIn('"pooled ', row["enforcement"])
+            self.wait_ready(client)
+            killed = client.session("pytest-session")
+            killed.exec(["/bin/true"])
+            daemon.proc.send_signal(signal.SIGKILL)
+            daemon.proc.wait(30)
+            daemon.proc = None
+            daemon.start()
+            self.assertEqual(daemon.stop(), 0, daemon.log()[-3000:])
+            verify = subprocess.run([serve_fixture.binary(), "audit", "verify", "--audit-db",
+                                     daemon.audit_db, "--key",
+                                     os.path.join(daemon.dir, "audit.key")],
+                                    capture_output=True, text=True)
+            self.assertEqual(verify.returncode, 0, verify.stdout + verify.stderr)
+            self.assertIn("interrupted", session_rows(daemon.audit_db)[killed.id]["closed_because"])
+        finally:
+            daemon.cleanup()
+
+
 class SessionRecoveryTest(unittest.TestCase):
     """A killed service's sessions are closed (recorded interrupted) by the next start, and their
     sandboxes removed."""
