@@ -46,6 +46,16 @@ struct RunRequest {
   // `interrupted` set. Checked at least every GvisorOptions::poll_interval. nullptr: never
   // cancelled. Must outlive Run().
   const std::atomic<int>* cancel = nullptr;
+  // A session's command only (SessionSandbox::Exec): the caller's choices its policy allows
+  // (plan::CallerChoices, checked by the caller), which a cold run carries in its derived plan
+  // instead: variables added to or replacing the session's environment, a working directory
+  // ("": the session's) and a shorter wall time (0: the session's plan's).
+  struct CommandChoices {
+    std::optional<std::map<std::string, std::string>> env;
+    std::string cwd;
+    uint64_t wall_time_ns = 0;
+  };
+  CommandChoices choices;
 };
 
 // Which limit stopped or constrained the run. kNone when the program ended on its own.

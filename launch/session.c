@@ -4,10 +4,13 @@
  * commands, one at a time, each a frame on fd 4: a kind byte, a 4-byte little-endian length, the
  * payload. Each gets one answer frame of the same shape on fd 3.
  *
- *   'x' exec:  stdin byte ('n' /dev/null, 'd' data), 4-byte stdin length, the stdin bytes, argv
- *              (each string NUL-terminated). Forks; the child gets a pipe the launcher feeds as
- *              its stdin (or /dev/null), the sandbox's stdout and stderr, the signal mask the
- *              runtime set, and execs argv. Answer (12 bytes): the child's wait status, how many
+ *   'x' exec:  stdin byte ('n' /dev/null, 'd' data), 4-byte stdin length, the stdin bytes, the
+ *              working directory (NUL-terminated; empty: the init's), a 4-byte count of
+ *              "NAME=value" strings that are added to or replace the init's environment for this
+ *              command (0xffffffff: none) and the strings, then
+ *              argv (each string NUL-terminated). Forks; the child gets a pipe the launcher
+ *              feeds as its stdin (or /dev/null), the sandbox's stdout and stderr, the signal
+ *              mask the runtime set, the working directory and environment, and execs argv. Answer (12 bytes): the child's wait status, how many
  *              other processes were still there when it ended (killed), fork's errno or 0.
  *   'k' kill:  (only while an exec runs; no answer) every process but this one is killed.
  *   'w' write: 4-byte mode, the absolute path, NUL, the bytes. Answer: 4-byte errno (0: done).
@@ -45,10 +48,13 @@
 #include <unistd.h>
 
 /* A command's bounds: 16 MiB of stdin or file bytes and 4 MiB of argv (the host refuses more). */
-enum { kMaxCommand = 20 * 1024 * 1024 + 64, kMaxArgs = 64 * 1024 };
+enum { kMaxCommand = 20 * 1024 * 1024 + 64, kMaxArgs = 64 * 1024, kMaxEnv = 4096 };
 
 static char command[kMaxCommand + 1];
 static char* exec_argv[kMaxArgs + 1];
+static char* exec_env[kMaxEnv + 1];          /* the frame's variables */
+static char* merged_env[2 * kMaxEnv + 1];    /* the init's environment with them applied */
+extern char** environ;
 static sigset_t runtime_mask; /* the mask the runtime started us with: each child gets it */
 static int reply_fd = -1;
 static int command_fd = -1;
@@ -96,14 +102,21 @@ struct exec_run {
   int no_children;
   uint32_t others; /* processes reaped after the command ended or was killed */
   int stdin_fd;    /* our end of the child's stdin pipe; -1 when closed */
+  const char* cwd; /* "" : the init's */
+  char** env;      /* NULL : the init's */
   const char* stdin_data;
   size_t stdin_len;
   size_t stdin_off;
 };
 
-static void child_exec(char** argv, int stdin_read) {
+static void child_exec(char** argv, const struct exec_run* e, int stdin_read) {
   if (stdin_read >= 0 && dup2(stdin_read, 0) != 0) _exit(125);
   sigprocmask(SIG_SETMASK, &runtime_mask, NULL);
+  if (e->cwd[0] != '\0' && chdir(e->cwd) != 0) {
+    say("working directory ", e->cwd, ": cannot change to it");
+    _exit(125);
+  }
+  if (e->env != NULL) environ = e->env; /* this child's alone; execvp searches its PATH */
   execvp(argv[0], argv);
   const int err = errno;
   say(argv[0], ": ", strerror(err));
@@ -182,15 +195,63 @@ static int supervise(struct exec_run* e) {
   }
 }
 
-/* Payload: stdin byte, stdin length, stdin bytes, argv strings. NULL when malformed. */
+/* Whether "NAME=..." `a` and `b` name the same variable. */
+static int same_name(const char* a, const char* b) {
+  const char* ea = strchr(a, '=');
+  const char* eb = strchr(b, '=');
+  const size_t na = ea != NULL ? (size_t)(ea - a) : strlen(a);
+  const size_t nb = eb != NULL ? (size_t)(eb - b) : strlen(b);
+  return na == nb && memcmp(a, b, na) == 0;
+}
+
+/* The init's environment without the variables of the frame's `count` strings, then those. */
+static char** merge_env(uint32_t count) {
+  size_t n = 0;
+  for (char** v = environ; *v != NULL && n < kMaxEnv; ++v) {
+    int replaced = 0;
+    for (uint32_t i = 0; i < count && !replaced; ++i) replaced = same_name(*v, exec_env[i]);
+    if (!replaced) merged_env[n++] = *v;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    if (strchr(exec_env[i], '=') == NULL) return NULL;
+    merged_env[n++] = exec_env[i];
+  }
+  merged_env[n] = NULL;
+  return merged_env;
+}
+
+/* The working directory and the environment after the stdin bytes; the offset of argv, or 0
+ * when malformed. */
+static size_t parse_context(uint32_t len, size_t at, struct exec_run* e) {
+  e->cwd = command + at;
+  at += strlen(command + at) + 1;
+  if (at + 4 > len) return 0;
+  const uint32_t count = get32(command + at);
+  at += 4;
+  e->env = NULL;
+  if (count == 0xffffffffu) return at;
+  if (count > kMaxEnv) return 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (at >= len) return 0;
+    exec_env[i] = command + at;
+    at += strlen(command + at) + 1;
+  }
+  exec_env[count] = NULL;
+  e->env = merge_env(count);
+  return e->env != NULL ? at : 0;
+}
+
+/* Payload: stdin byte, stdin length, stdin bytes, cwd, environment, argv strings (the frame ends
+ * with a NUL, so every string in it is terminated). NULL when malformed. */
 static char** parse_exec(uint32_t len, struct exec_run* e) {
   if (len < 5 || (command[0] != 'n' && command[0] != 'd')) return NULL;
   const uint32_t in_len = get32(command + 1);
   if (in_len > len - 5 || (command[0] == 'n' && in_len != 0)) return NULL;
   e->stdin_data = command + 5;
   e->stdin_len = in_len;
-  const uint32_t at0 = 5 + in_len;
-  if (at0 >= len || command[len - 1] != '\0') return NULL;
+  if (5 + (size_t)in_len >= len || command[len - 1] != '\0') return NULL;
+  const size_t at0 = parse_context(len, 5 + in_len, e);
+  if (at0 == 0 || at0 >= len) return NULL;
   size_t argc = 0;
   for (size_t at = at0; at < len; at += strlen(command + at) + 1) {
     if (argc == kMaxArgs) return NULL;
@@ -209,7 +270,7 @@ static int do_exec(uint32_t len) {
   if (command[0] == 'd' && pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
   char answer[12];
   e.child = fork();
-  if (e.child == 0) child_exec(argv, command[0] == 'd' ? in[0] : -1);
+  if (e.child == 0) child_exec(argv, &e, command[0] == 'd' ? in[0] : -1);
   const int fork_errno = e.child < 0 ? errno : 0;
   if (in[0] >= 0) close(in[0]);
   e.stdin_fd = in[1];

@@ -121,6 +121,7 @@ class RunAttempt {
         spec_(std::move(spec)),
         plan_(Derived(prepared.plan, spec_, &derived_)),
         policy_plan_(prepared.plan),
+        policy_digest_(prepared.digest),
         log_(log) {
     report_.run_id = spec_.run_id.empty() ? audit::NewRunId() : spec_.run_id;
     report_.policy_name = plan_.policy_name;
@@ -170,15 +171,16 @@ class RunAttempt {
     return Status::Ok();
   }
 
-  // A session's command runs under the plan its sandbox was made from, as it was made.
+  // A session's command runs in the sandbox made from its policy's plan; the caller's choices
+  // (checked above against that plan) go with the command (RunRequest::choices), not into the
+  // sandbox. No input or output directory: files are written into the session.
   Status CheckSessionRun() const {
     if (spec_.session == nullptr) return Status::Ok();
-    if (derived_ || !spec_.input_dir.empty() || !spec_.output_dir.empty()) {
+    if (!spec_.input_dir.empty() || !spec_.output_dir.empty()) {
       return Status::InvalidArgument(
-          "a session's command takes no env, cwd, wall_time_ms or files: its sandbox was made "
-          "from the policy's plan before them (write files into the session instead)");
+          "a session's command takes no files: write them into the session instead");
     }
-    if (spec_.session->plan_digest() != report_.plan_digest) {
+    if (spec_.session->plan_digest() != policy_digest_) {
       return Status::FailedPrecondition("the session's sandbox was made from another plan");
     }
     return Status::Ok();
@@ -194,6 +196,11 @@ class RunAttempt {
     request_.stdin_data = std::move(spec_.stdin_data);  // moved, not copied: up to 64 MiB
     request_.cancel = spec_.cancel;
     request_.on_output = spec_.on_output;
+    if (spec_.session != nullptr) {
+      if (!spec_.env.empty()) request_.choices.env = spec_.env;
+      request_.choices.cwd = spec_.cwd;
+      request_.choices.wall_time_ns = spec_.wall_time_ns;
+    }
     return driver_->CheckRequest(plan_, request_);
   }
 
@@ -326,6 +333,12 @@ class RunAttempt {
       return end;
     }
     report_.verdict = r.interrupted ? Verdict::kInterrupted : VerdictOf(r);
+    if (spec_.session != nullptr && r.exit_code < 0 && r.term_signal == 0 && !r.interrupted) {
+      // No status: the session's sandbox itself ended under the command.
+      report_.reason =
+          "the session's sandbox ended during the command (a command ended its init, or its "
+          "memory ran out); the session is closed";
+    }
     if (r.limit != drivers::LimitHit::kNone) {
       report_.limits_fired.push_back(drivers::LimitHitName(r.limit));
     }
@@ -486,6 +499,7 @@ class RunAttempt {
   std::optional<plan::Plan> derived_;  // the plan with the request's choices
   const plan::Plan& plan_;             // what runs: the derived plan, or the policy's
   const plan::Plan& policy_plan_;      // the policy's, which says what callers may choose
+  const std::string policy_digest_;    // its digest (a session's sandbox was made from it)
   audit::AuditLog& log_;
   RunReport report_;
   UniqueFd output_dir_;

@@ -48,10 +48,22 @@ Baseline ReadBaseline(RunState& s) {
   return b;
 }
 
+// The 'x' frame's payload (launch/session.c): stdin, the working directory, the variables that
+// change the session's environment (0xffffffff: none), argv.
 std::string ExecMessage(const RunRequest& req) {
   std::string payload(1, req.stdin_data ? 'd' : 'n');
   PutU32(&payload, req.stdin_data ? static_cast<uint32_t>(req.stdin_data->size()) : 0);
   if (req.stdin_data) payload += *req.stdin_data;
+  payload += req.choices.cwd;
+  payload.push_back('\0');
+  const auto& env = req.choices.env;
+  PutU32(&payload, env ? static_cast<uint32_t>(env->size()) : 0xffffffffu);
+  if (env) {
+    for (const auto& [name, value] : *env) {
+      payload += name + "=" + value;
+      payload.push_back('\0');
+    }
+  }
   for (const std::string& a : req.argv) {
     payload += a;
     payload.push_back('\0');
@@ -80,7 +92,7 @@ class CommandSupervisor {
     base_ = ReadBaseline(s_);
     SAFEX_RETURN_IF_ERROR(p_.wire.Send('x', ExecMessage(req_), std::chrono::milliseconds(10000)));
     start_ = Clock::now();
-    deadline_ = start_ + std::chrono::nanoseconds(p_.plan.limits.wall_time_ns);
+    deadline_ = start_ + std::chrono::nanoseconds(WallTimeNs());
     next_poll_ = start_ + p_.options->poll_interval;
     return Status::Ok();
   }
@@ -142,6 +154,13 @@ class CommandSupervisor {
 
  private:
   enum Kind { kLog, kDiag, kStdio, kAnswer, kRunsc };
+
+  // The session's wall time, or the shorter one the caller chose for this command.
+  uint64_t WallTimeNs() const {
+    const uint64_t plan = p_.plan.limits.wall_time_ns;
+    const uint64_t chosen = req_.choices.wall_time_ns;
+    return chosen != 0 && chosen < plan ? chosen : plan;
+  }
 
   bool PollOnce() {
     std::vector<pollfd> pfds;
@@ -209,8 +228,8 @@ class CommandSupervisor {
     if (capture_.exceeded()) Stop(LimitHit::kOutput, OutputLimitDetail());
     const auto now = Clock::now();
     if (now >= deadline_ && !kill_deadline_) {
-      Stop(LimitHit::kWallTime, fmt::format("wall time limit of {} ms reached",
-                                            p_.plan.limits.wall_time_ns / 1000000));
+      Stop(LimitHit::kWallTime,
+           fmt::format("wall time limit of {} ms reached", WallTimeNs() / 1000000));
     }
     if (now >= next_poll_) {
       CheckAccounting();
@@ -337,6 +356,20 @@ Result<RunResult> ExecCommand(SessionParts& p, const RunRequest& req) {
   if (req.argv.empty() || req.argv[0].empty()) return Status::InvalidArgument("argv is empty");
   if (req.argv.size() > 64 * 1024) {
     return Status::InvalidArgument("a session command takes at most 65536 arguments");
+  }
+  if (req.choices.env && req.choices.env->size() > 4096) {
+    return Status::InvalidArgument("a session command's environment holds at most 4096 names");
+  }
+  if (req.choices.cwd.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("a working directory holds no NUL");
+  }
+  if (req.choices.env) {
+    for (const auto& [name, value] : *req.choices.env) {
+      if (name.empty() || name.find_first_of(std::string("=\0", 2)) != std::string::npos ||
+          value.find('\0') != std::string::npos) {
+        return Status::InvalidArgument("bad environment variable name or value: '" + name + "'");
+      }
+    }
   }
   if (!req.input_dir.empty()) {
     return Status::InvalidArgument("a session command takes no input directory (write files)");

@@ -189,12 +189,10 @@ Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLim
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const json& v = it.value();
-    if (session_exec && (key == "policy" || key == "files" || key == "wall_time_ms" ||
-                         key == "env" || key == "cwd")) {
-      return Status::InvalidArgument(
-          "\"" + key +
-          "\" is not part of a session's command (the session's sandbox was made from its "
-          "policy's plan; write files into the session)");
+    if (session_exec && (key == "policy" || key == "files")) {
+      return Status::InvalidArgument("\"" + key +
+                                     "\" is not part of a session's command (the session has "
+                                     "its policy; write files into the session)");
     }
     if (key == "policy") {
       SAFEX_RETURN_IF_ERROR(ReadPolicy(v, &req));

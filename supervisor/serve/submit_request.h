@@ -52,8 +52,7 @@ struct SubmitRequest {
 
 // InvalidArgument (-> 400) for malformed or invalid requests, ResourceExhausted (-> 413) for a
 // limit exceeded. Never throws. `session_exec`: the body of POST /v1/sessions/ID/exec, which
-// names no policy (the session's) and takes no files (they are written into the session), no
-// wall_time_ms, env or cwd (the session's sandbox was made with its policy's).
+// names no policy (the session's) and takes no files (they are written into the session).
 Result<SubmitRequest> ParseSubmitRequest(std::string_view body, const RequestLimits& limits,
                                          bool session_exec = false);
 

@@ -618,7 +618,11 @@ std::string Suite::EgressUnavailable() {
 RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
   RunRecord r;
   r.inv = inv;
-  r.policy_path = WrapperPolicy(inv.policy, env.backend, inv.policy_extra);
+  // The session column's wrappers are its own: the submit column's are pooled, and a session of
+  // a pooled policy would take the ready sandboxes that column's runs are promised.
+  r.policy_path = WrapperPolicy(
+      inv.policy, env.backend,
+      inv.policy_extra + (env.session ? "  # the session column's own (not pooled)\n" : ""));
   auto has_flag = [&](const std::string& f) {
     return std::find(inv.flags.begin(), inv.flags.end(), f) != inv.flags.end();
   };

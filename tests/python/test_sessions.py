@@ -25,6 +25,10 @@ SESSION_POLICY = """policy "pytest-session" extends "base-untrusted" {
     idle_timeout = 60s
     max_lifetime = 10m
   }
+  @override("tests: a command's own choices") caller {
+    env = ["SEED"]
+    cwd = ["/tmp"]
+  }
 }
 """
 SHORT_POLICY = """policy "pytest-session-short" extends "base-untrusted" {
@@ -121,6 +125,24 @@ class SessionTest(SessionDaemon):
             self.assertEqual(run.get("state"), "finished", run)
         self.assertEqual(s.state()["state"], "closed")
 
+    def test_a_command_takes_the_callers_choices_the_policy_allows(self):
+        with self.client.session("pytest-session") as s:
+            body = {"argv": sh('echo "$SEED $PWD"; echo "$PATH" >&2; sleep 3'), "env": {"SEED": "7"},
+                    "cwd": "/tmp/sub", "wall_time_ms": 1000}
+            s.exec(sh("mkdir -p /tmp/sub"))
+            r = self.client._json("POST", s._path("/exec"), json.dumps(body).encode())
+            self.assertEqual(r["verdict"], "timeout", r)
+            self.assertEqual(r["stdout"]["text"], "7 /tmp/sub\n", r)
+            # The next command has the session's own environment, directory and wall time (and
+            # the chosen command kept the rest of the session's environment).
+            plain = s.exec(sh('echo "${SEED:-unset} $PWD"; echo "$PATH" >&2; sleep 1.2'))
+            self.assertEqual((plain.verdict, plain.stdout), ("ok", "unset /tmp\n"), plain.raw)
+            self.assertEqual(plain.stderr, r["stderr"]["text"])
+            with self.assertRaises(SafexError) as e:
+                self.client._json("POST", s._path("/exec"), json.dumps(
+                    {"argv": ["/bin/true"], "env": {"LD_PRELOAD": "/tmp/x.so"}}).encode())
+            self.assertEqual(e.exception.status, 400)
+
     def test_a_closed_session_refuses_commands_with_the_reason(self):
         s = self.client.session("pytest-session")
         s.exec(["/bin/true"])
@@ -176,6 +198,16 @@ class SessionTest(SessionDaemon):
         self.assertEqual(e.exception.status, 410)
         self.assertIn("its max_lifetime (2s) passed", e.exception.message)
         self.assertLess(time.monotonic() - start, 5)
+
+    def test_a_command_that_ends_the_init_ends_the_session_with_the_reason(self):
+        s = self.client.session("pytest-session")
+        r = s.exec(sh("kill -9 1; sleep 5"))
+        self.assertIn("the session's sandbox ended during the command", r.get("reason", ""),
+                      r.raw)
+        with self.assertRaises(SafexError) as e:
+            s.exec(["/bin/true"])
+        self.assertEqual(e.exception.status, 410)
+        self.assertIn("its sandbox ended", e.exception.message)
 
     def test_a_policy_without_sessions_refuses_them(self):
         with self.assertRaises(SafexError) as e:

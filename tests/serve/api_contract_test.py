@@ -502,7 +502,7 @@ class ContractTest(unittest.TestCase):
         self.assertEqual(r.status, 202)
         self.client.handle(json.loads(_)["run_id"]).wait(60)
         r, _ = self.call("POST", exe, base + "/exec", {"argv": ["/bin/true"], "env": {"A": "1"}})
-        self.assertEqual(r.status, 400)
+        self.assertEqual(r.status, 400)  # a name the policy does not let callers set
         r, _ = self.call("DELETE", "/v1/sessions/{id}", base)
         self.assertEqual(r.status, 200)
         r, _ = self.call("POST", exe, base + "/exec", {"argv": ["/bin/true"]})
