@@ -29,8 +29,10 @@ declare -A cmd=(
   [api]="build/bench/serve/api_bench 10"
   [pool]="build/bench/serve/pool_bench $RUNS"
   [microvm_pool]="build/bench/microvm/microvm_pool_bench $RUNS"
+  [session]="build/bench/serve/session_bench $RUNS"
 )
-order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool microvm_pool)
+order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool microvm_pool
+  session)
 if (($#)); then order=("$@"); fi
 
 status=0
