@@ -408,6 +408,21 @@ def _check_digest(resp, digest, name):
             f"file {name!r}: SHA-256 {digest} does not match Safex-Sha256 {header.strip()}")
 
 
+def _follow(handle, on_stdout, on_stderr, on_event, timeout=None):
+    """Follows a run's events until its result when any callback is given, calling them as the
+    output arrives (run() and Session.exec())."""
+    if not (on_stdout or on_stderr or on_event):
+        return
+    for event in handle.events(timeout=timeout):
+        if on_event:
+            on_event(event)
+        kind = event.get("type")
+        if kind == "stdout" and on_stdout:
+            on_stdout(_event_data(event))
+        elif kind == "stderr" and on_stderr:
+            on_stderr(_event_data(event))
+
+
 def _remaining(deadline):
     if deadline is None:
         return None
@@ -487,15 +502,7 @@ class Session:
         if resp.status != 202:
             raise SafexProtocolError(f"POST {self._path('/exec')}: status {resp.status}", answer)
         handle = RunHandle(self._client, answer["run_id"], accepted=answer)
-        if on_stdout or on_stderr or on_event:
-            for event in handle.events(timeout=timeout):
-                if on_event:
-                    on_event(event)
-                kind = event.get("type")
-                if kind == "stdout" and on_stdout:
-                    on_stdout(_event_data(event))
-                elif kind == "stderr" and on_stderr:
-                    on_stderr(_event_data(event))
+        _follow(handle, on_stdout, on_stderr, on_event, timeout)
         result = handle.wait(timeout=timeout)
         # The session was busy (409) or ended (410) when the command's turn came: an error of
         # the session, not a result of the command.
@@ -631,15 +638,7 @@ class SafexClient:
             return RunHandle(self, answer.get("run_id", ""), result=answer)
         else:
             raise SafexProtocolError(f"POST /v1/runs: unexpected status {resp.status}", answer)
-        if on_stdout or on_stderr or on_event:
-            for event in handle.events():
-                if on_event:
-                    on_event(event)
-                kind = event.get("type")
-                if kind == "stdout" and on_stdout:
-                    on_stdout(_event_data(event))
-                elif kind == "stderr" and on_stderr:
-                    on_stderr(_event_data(event))
+        _follow(handle, on_stdout, on_stderr, on_event)
         return handle
 
     def session(self, policy):

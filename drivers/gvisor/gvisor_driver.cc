@@ -274,70 +274,63 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   return Finish(c, *launched, io, s, std::move(result));
 }
 
+// Steps 0-6b for a sandbox made before its program is known (a pooled sandbox, a session's): a
+// cold run's refusals, then Boot with the launcher left waiting (for its hand-over, or for
+// commands when `session`). Unavailable, naming `what`, unless it reported and waits.
+Status GvisorDriver::BootAhead(const plan::Plan& plan, const PrepareRequest& preq, bool session,
+                               const char* what, gvisor::RunState& s, gvisor::RunIo& io,
+                               RunResult* boot, bool* filtered) {
+  // The request it is booted for: its id, no program yet, no input.
+  RunRequest req;
+  req.run_id = preq.sandbox_id;
+  req.cancel = preq.cancel;
+  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
+  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
+                                      static_cast<bool>(options_.network_provider)));
+  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
+  gvisor::SeccompOptions seccomp;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
+                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
+  *filtered = filter.has_value();
+  gvisor::RunContext c{plan, req, options_};
+  c.pooled = !session;
+  c.session = session;
+  SigpipeBlock sigpipe_block;
+  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
+                         Boot(c, ready, seccomp, *filtered, s, io, boot));
+  if (launched == gvisor::LaunchOutcome::kReady) return Status::Ok();
+  // The same evidence a cold run would have been refused on; nothing of any request existed.
+  const std::string why = boot->enforcement.Differs() ? boot->enforcement.Differences()
+                                                     : "its launcher did not report";
+  return Status::Unavailable(std::string("gvisor: ") + what + " could not be made: " + why);
+}
+
 Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan& plan,
                                                                const PrepareRequest& preq) {
   // Taken before the boot: a change during it makes the sandbox stale at once, never current.
   const std::string generation = SandboxGeneration(plan);
-  // The request a pooled sandbox is booted for: its id, no program yet, no input.
-  RunRequest req;
-  req.run_id = preq.sandbox_id;
-  req.cancel = preq.cancel;
-  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
-  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
-                                      static_cast<bool>(options_.network_provider)));
-  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
-  gvisor::SeccompOptions seccomp;
-  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
-                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
-  gvisor::RunContext c{plan, req, options_};
-  c.pooled = true;
-  SigpipeBlock sigpipe_block;
   auto s = std::make_unique<gvisor::RunState>();
   gvisor::RunIo io;
   RunResult boot;
-  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
-                         Boot(c, ready, seccomp, filter.has_value(), *s, io, &boot));
-  if (launched != gvisor::LaunchOutcome::kReady) {
-    // The same evidence a cold run would have been refused on; nothing of any request existed.
-    const std::string why = boot.enforcement.Differs() ? boot.enforcement.Differences()
-                                                      : "its launcher did not report";
-    return Status::Unavailable("gvisor: a pooled sandbox could not be made: " + why);
-  }
+  bool filtered = false;
+  SAFEX_RETURN_IF_ERROR(BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io,
+                                  &boot, &filtered));
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
-      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filter.has_value(),
-      std::move(s), std::move(io), std::move(boot.enforcement)));
+      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filtered, std::move(s),
+      std::move(io), std::move(boot.enforcement)));
 }
 
 Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Plan& plan,
                                                                   const PrepareRequest& preq) {
-  // The request a session's sandbox is booted for: its id, no program, no input.
-  RunRequest req;
-  req.run_id = preq.sandbox_id;
-  req.cancel = preq.cancel;
-  SAFEX_RETURN_IF_ERROR(CheckPlan(plan));
-  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
-                                      static_cast<bool>(options_.network_provider)));
-  SAFEX_ASSIGN_OR_RETURN(Ready ready, EnsureReady());
-  gvisor::SeccompOptions seccomp;
-  SAFEX_ASSIGN_OR_RETURN(std::optional<nlohmann::json> filter,
-                         gvisor::BuildSeccomp(plan.seccomp, seccomp));
-  gvisor::RunContext c{plan, req, options_};
-  c.session = true;
-  SigpipeBlock sigpipe_block;
   auto parts = std::make_unique<gvisor::SessionParts>();
   parts->plan = plan;
   parts->options = &options_;
   parts->backend_mode = BackendMode(plan);
   parts->state = std::make_unique<gvisor::RunState>();
   RunResult boot;
-  SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
-                         Boot(c, ready, seccomp, filter.has_value(), *parts->state, parts->io,
-                              &boot));
-  if (launched != gvisor::LaunchOutcome::kReady) {
-    const std::string why = boot.enforcement.Differs() ? boot.enforcement.Differences()
-                                                      : "its launcher did not report";
-    return Status::Unavailable("gvisor: the session's sandbox could not be made: " + why);
-  }
+  bool filtered = false;
+  SAFEX_RETURN_IF_ERROR(BootAhead(plan, preq, /*session=*/true, "the session's sandbox",
+                                  *parts->state, parts->io, &boot, &filtered));
   SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
   parts->wire = gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
   return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(

@@ -147,6 +147,10 @@ class GvisorDriver : public Driver {
                                                     const gvisor::SeccompOptions& seccomp,
                                                     bool filtered, gvisor::RunState& s,
                                                     gvisor::RunIo& io, RunResult* result);
+  // Steps 0-6b of a sandbox made before its program is known (gvisor_driver.cc).
+  Status BootAhead(const plan::Plan& plan, const PrepareRequest& preq, bool session,
+                   const char* what, gvisor::RunState& s, gvisor::RunIo& io, RunResult* boot,
+                   bool* filtered);
   // Steps 7-10 once the program was let go (or its launcher stopped short).
   Result<RunResult> Finish(const gvisor::RunContext& c, gvisor::LaunchOutcome launched,
                            gvisor::RunIo& io, gvisor::RunState& s, RunResult result);

@@ -11,26 +11,6 @@ namespace {
 // needs what comes after the hand-over, and a partial line would confuse the log's scanner.
 constexpr size_t kIdleKeep = 256 * 1024;
 
-// Reads what `fd` has now into `into`; false at EOF or on an error (the writer is gone).
-bool DrainInto(UniqueFd& fd, std::string* into) {
-  char buf[16384];
-  while (fd.valid()) {
-    const ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return true;
-    if (n <= 0) {
-      fd.Reset();
-      return false;
-    }
-    into->append(buf, static_cast<size_t>(n));
-    if (into->size() > kIdleKeep) {
-      const size_t cut = into->find('\n', into->size() - kIdleKeep);
-      into->erase(0, cut == std::string::npos ? into->size() : cut + 1);
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 PooledSandbox::PooledSandbox(std::string id, std::string plan_digest, std::string generation,
@@ -53,8 +33,8 @@ PooledSandbox::~PooledSandbox() {
 
 bool PooledSandbox::Healthy() {
   if (!state_) return false;
-  const bool log_open = DrainInto(io_.log.read, &io_.idle_log);
-  const bool diag_open = DrainInto(io_.diag.read, &io_.idle_diag);
+  const bool log_open = DrainInto(io_.log.read, &io_.idle_log, kIdleKeep);
+  const bool diag_open = DrainInto(io_.diag.read, &io_.idle_diag, kIdleKeep);
   if (!state_->runsc.reaped()) state_->runsc.TryWait().ok();
   return log_open && diag_open && !state_->runsc.reaped();
 }

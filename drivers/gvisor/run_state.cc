@@ -27,6 +27,26 @@ Status SetNonBlocking(int fd) {
   return Status::Ok();
 }
 
+bool DrainInto(UniqueFd& fd, std::string* into, size_t keep) {
+  char buf[16384];
+  while (fd.valid()) {
+    const ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    if (n <= 0) {
+      fd.Reset();
+      return false;
+    }
+    if (keep == 0) continue;
+    into->append(buf, static_cast<size_t>(n));
+    if (into->size() > keep) {
+      const size_t cut = into->find('\n', into->size() - keep);
+      into->erase(0, cut == std::string::npos ? into->size() : cut + 1);
+    }
+  }
+  return false;
+}
+
 std::string LastLine(const std::string& text) {
   size_t end = text.find_last_not_of("\n\r ");
   if (end == std::string::npos) return "";

@@ -33,6 +33,10 @@ struct Pipe {
 Result<Pipe> MakePipe();  // both ends close-on-exec
 Status SetNonBlocking(int fd);
 
+// Reads what the non-blocking `fd` has now into `into`, keeping its last `keep` bytes (whole
+// lines; 0: nothing); false at EOF or on an error (the writer is gone, `fd` is closed).
+bool DrainInto(UniqueFd& fd, std::string* into, size_t keep);
+
 // The last non-empty line of runsc's diagnostics (its error, if it failed).
 std::string LastLine(const std::string& text);
 

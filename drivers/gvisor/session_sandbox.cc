@@ -27,31 +27,13 @@ Status FileError(const std::string& path, uint32_t err) {
   return Status::InvalidArgument(msg);
 }
 
-// Reads one pipe's pending bytes into `keep` (bounded) or away; false at EOF.
-bool DrainPipe(UniqueFd& fd, std::string* keep, size_t cap) {
-  char buf[16384];
-  while (fd.valid()) {
-    const ssize_t n = read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return true;
-    if (n <= 0) {
-      fd.Reset();
-      return false;
-    }
-    if (keep != nullptr && keep->size() < cap) {
-      keep->append(buf, std::min(static_cast<size_t>(n), cap - keep->size()));
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 bool DrainIdle(SessionParts& p) {
   // Between commands the log holds only the launcher's own waiting: nothing to keep. runsc's
   // diagnostics are kept (capped) for the error of a sandbox that dies.
-  DrainPipe(p.io.log.read, nullptr, 0);
-  DrainPipe(p.io.diag.read, &p.io.idle_diag, p.options->diagnostics_cap);
+  DrainInto(p.io.log.read, nullptr, 0);
+  DrainInto(p.io.diag.read, &p.io.idle_diag, p.options->diagnostics_cap);
   RunState& s = *p.state;
   if (!s.runsc.reaped()) s.runsc.TryWait().ok();
   if (s.runsc.reaped()) p.dead = true;

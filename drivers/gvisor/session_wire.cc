@@ -5,6 +5,8 @@
 
 #include <cerrno>
 
+#include "drivers/sigpipe_block.h"
+
 namespace safex::drivers::gvisor {
 namespace {
 
@@ -25,6 +27,7 @@ uint32_t GetU32(std::string_view b, size_t at) {
 
 Status SessionWire::Send(char kind, std::string_view payload, std::chrono::milliseconds timeout) {
   if (!commands_) return Status::Unavailable("the session's sandbox is gone");
+  SigpipeBlock sigpipe_block;  // a launcher that died makes the write EPIPE, not a signal
   std::string frame(1, kind);
   PutU32(&frame, static_cast<uint32_t>(payload.size()));
   frame.append(payload);
