@@ -1359,8 +1359,9 @@ std::string Suite::Report() const {
         "- **refused**: the backend refused the run before anything ran - at plan time (the "
         "policy does not compile for it) or at sandbox setup (the driver refuses what it cannot "
         "do, before creating anything); the cell says which. Never counted as a pass.\n"
-        "- **not through submit** / **not through a session**: the submit and session columns only; the case's runs need something "
-        "`safex submit` does not offer (an output directory, `safex run` flags); said which.\n"
+        "- **not through submit** / **not through a session**: the submit and session columns "
+        "only; the case's runs need something `safex submit` does not offer (an output "
+        "directory, `safex run` flags); said which.\n"
         "- **backend not available**: this build or host cannot run the backend at all.\n"
         "- **not yet runnable**: the case needs something `safex` does not do yet (said "
         "which).\n\n";
