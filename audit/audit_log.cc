@@ -389,9 +389,9 @@ class ChainRules {
     }
     if (sandbox_event && !evicted) return "";
     // A pooled sandbox ends once: it serves one run or one session, or it is evicted unused.
-    const std::string ending = evicted                                ? "was evicted"
+    const std::string ending = evicted                              ? "was evicted"
                                : row.text(kColKind) == kKindSession ? "served session " + id
-                                                                      : "served run " + id;
+                                                                    : "served run " + id;
     if (!endings_.emplace(sandbox, ending).second) {
       return "pooled sandbox " + sandbox + " " + ending + " but it already " + endings_[sandbox] +
              ": a pooled sandbox serves exactly one run or one session";

@@ -10,11 +10,12 @@
  *              command (0xffffffff: none) and the strings, then
  *              argv (each string NUL-terminated). Forks; the child gets a pipe the launcher
  *              feeds as its stdin (or /dev/null), the sandbox's stdout and stderr, the signal
- *              mask the runtime set, the working directory and environment, and execs argv. Answer (12 bytes): the child's wait status, how many
- *              other processes were still there when it ended (killed), fork's errno or 0.
- *   'k' kill:  (only while an exec runs; no answer) every process but this one is killed.
- *   'w' write: 4-byte mode, the absolute path, NUL, the bytes. Answer: 4-byte errno (0: done).
- *   'r' read:  4-byte maximum size, the absolute path, NUL. Answer: 4-byte errno, the bytes.
+ *              mask the runtime set, the working directory and environment, and execs argv. Answer
+ * (12 bytes): the child's wait status, how many other processes were still there when it ended
+ * (killed), fork's errno or 0. 'k' kill:  (only while an exec runs; no answer) every process but
+ * this one is killed. 'w' write: 4-byte mode, the absolute path, NUL, the bytes. Answer: 4-byte
+ * errno (0: done). 'r' read:  4-byte maximum size, the absolute path, NUL. Answer: 4-byte errno,
+ * the bytes.
  *
  * What holds, and why:
  * - Every command runs as a child of this init, under everything the runtime applied to it: the
@@ -52,8 +53,8 @@ enum { kMaxCommand = 20 * 1024 * 1024 + 64, kMaxArgs = 64 * 1024, kMaxEnv = 4096
 
 static char command[kMaxCommand + 1];
 static char* exec_argv[kMaxArgs + 1];
-static char* exec_env[kMaxEnv + 1];          /* the frame's variables */
-static char* merged_env[2 * kMaxEnv + 1];    /* the init's environment with them applied */
+static char* exec_env[kMaxEnv + 1];       /* the frame's variables */
+static char* merged_env[2 * kMaxEnv + 1]; /* the init's environment with them applied */
 extern char** environ;
 static sigset_t runtime_mask; /* the mask the runtime started us with: each child gets it */
 static int reply_fd = -1;
@@ -297,8 +298,10 @@ static int open_dir_nofollow(int dir, const char* name) {
   const int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
   struct stat st;
-  const int err = fstat(fd, &st) != 0 ? errno : S_ISLNK(st.st_mode) ? ELOOP
-                                            : !S_ISDIR(st.st_mode) ? ENOTDIR : 0;
+  const int err = fstat(fd, &st) != 0    ? errno
+                  : S_ISLNK(st.st_mode)  ? ELOOP
+                  : !S_ISDIR(st.st_mode) ? ENOTDIR
+                                         : 0;
   if (err == 0) return fd;
   close(fd);
   return -err;
@@ -342,8 +345,8 @@ static int do_write(uint32_t len) {
   char* last = NULL;
   const int dir = open_parent(path, 1, &last);
   if (dir < 0) return answer_errno('w', -dir);
-  const int fd = openat(dir, last, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK |
-                                       O_CLOEXEC, mode);
+  const int fd =
+      openat(dir, last, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   int err = fd < 0 ? errno : 0;
   close(dir);
   struct stat st;

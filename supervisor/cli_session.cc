@@ -120,8 +120,8 @@ int Get(const SessionFlags& f) {
 
 // One verb: its positional arguments and what it does.
 void AddVerb(CLI::App* parent, const std::shared_ptr<SessionFlags>& f, int* exit_code,
-             const char* name, const char* what, int (*action)(const SessionFlags&),
-             bool with_path, bool with_file) {
+             const char* name, const char* what, int (*action)(const SessionFlags&), bool with_path,
+             bool with_file) {
   CLI::App* cmd = parent->add_subcommand(name, what);
   cmd->add_option("--socket", f->socket, "The service's Unix socket");
   cmd->add_option("id", f->id, "The session's id")->required();
@@ -142,12 +142,14 @@ void RegisterSessionCommands(CLI::App& app, int* exit_code) {
   open->add_option("--policy", f->policy, "A policy that allows sessions")->required();
   open->add_option("--socket", f->socket, "The service's Unix socket");
   open->callback([f, exit_code] { *exit_code = Open(*f); });
-  AddVerb(session, f, exit_code, "show", "Print a session's state (JSON)",
-          [](const SessionFlags& s) { return Print(Call(s, "GET", SessionPath(s), "")); }, false,
-          false);
-  AddVerb(session, f, exit_code, "close", "End a session: its sandbox is destroyed",
-          [](const SessionFlags& s) { return Print(Call(s, "DELETE", SessionPath(s), "")); },
-          false, false);
+  AddVerb(
+      session, f, exit_code, "show", "Print a session's state (JSON)",
+      [](const SessionFlags& s) { return Print(Call(s, "GET", SessionPath(s), "")); }, false,
+      false);
+  AddVerb(
+      session, f, exit_code, "close", "End a session: its sandbox is destroyed",
+      [](const SessionFlags& s) { return Print(Call(s, "DELETE", SessionPath(s), "")); }, false,
+      false);
   AddVerb(session, f, exit_code, "put", "Write a host file's bytes to PATH in the session", Put,
           true, true);
   AddVerb(session, f, exit_code, "get", "Write PATH's bytes (validated) to stdout", Get, true,

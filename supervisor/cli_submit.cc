@@ -331,9 +331,9 @@ int DoSubmit(const SubmitFlags& f) {
   if (j.is_object() && !j.contains("exit_status") && j.contains("error") &&
       j["error"].is_object() && j["error"].contains("message") &&
       j["error"]["message"].is_string()) {
-    return Refuse(j["error"]["message"].get<std::string>() + " (HTTP " +
-                      std::to_string(resp->status) + ")",
-                  f.json);
+    return Refuse(
+        j["error"]["message"].get<std::string>() + " (HTTP " + std::to_string(resp->status) + ")",
+        f.json);
   }
   if (j.is_discarded() || !j.is_object() || !j.contains("exit_status") ||
       !j["exit_status"].is_number_integer()) {

@@ -405,8 +405,7 @@ class RunAttempt {
   // A session's command: its sandbox's evidence (read back when the session opened), and which
   // session and command it was (so the audit log shows one sandbox serves one session).
   Result<drivers::RunResult> RunInSession() {
-    auto result =
-        RunDriver(*driver_, [&] { return spec_.session->Exec(request_); });
+    auto result = RunDriver(*driver_, [&] { return spec_.session->Exec(request_); });
     if (result.ok()) {
       // The session's evidence, but for which sandbox it was: that is the session's to name
       // (its opening names a pooled one), and this run's is the session's command.

@@ -80,9 +80,8 @@ Status Ok(const std::string& body) {
 
 Result<double> SessionTrue(const std::string& socket, const std::string& id) {
   const auto t0 = Clock::now();
-  SAFEX_ASSIGN_OR_RETURN(std::string body,
-                         Expect(socket, "POST", "/v1/sessions/" + id + "/exec",
-                                json{{"argv", {"/bin/true"}}}.dump(), 200));
+  SAFEX_ASSIGN_OR_RETURN(std::string body, Expect(socket, "POST", "/v1/sessions/" + id + "/exec",
+                                                  json{{"argv", {"/bin/true"}}}.dump(), 200));
   const double ms = Ms(t0);
   SAFEX_RETURN_IF_ERROR(Ok(body));
   return ms;
@@ -99,18 +98,17 @@ Result<double> RunTrue(const std::string& socket) {
 }
 
 Result<double> SubmitTrue(const std::string& socket) {
-  return bench::TimedRun({SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy", kPolicy,
-                          "--", "/bin/true"});
+  return bench::TimedRun(
+      {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy", kPolicy, "--", "/bin/true"});
 }
 
 Result<double> SessionLoop(const std::string& socket, const std::string& id) {
   const std::string base = "/v1/sessions/" + id;
   const auto t0 = Clock::now();
   SAFEX_RETURN_IF_ERROR(Expect(socket, "PUT", base + "/files/tmp/task.txt", "21", 200).status());
-  SAFEX_ASSIGN_OR_RETURN(
-      std::string ran,
-      Expect(socket, "POST", base + "/exec",
-             json{{"argv", {"python3", "-c", kAgentProgram}}}.dump(), 200));
+  SAFEX_ASSIGN_OR_RETURN(std::string ran,
+                         Expect(socket, "POST", base + "/exec",
+                                json{{"argv", {"python3", "-c", kAgentProgram}}}.dump(), 200));
   SAFEX_RETURN_IF_ERROR(Ok(ran));
   SAFEX_ASSIGN_OR_RETURN(std::string result,
                          Expect(socket, "GET", base + "/files/tmp/result.json", "", 200));
@@ -175,8 +173,8 @@ int main(int argc, char** argv) {
     auto sl = SessionLoop(sock, *id);
     auto rl = RunsLoop(sock);
     auto ol = OpenedLoop(sock);
-    for (const Status& st : {s.status(), r.status(), c.status(), sl.status(), rl.status(),
-                             ol.status()}) {
+    for (const Status& st :
+         {s.status(), r.status(), c.status(), sl.status(), rl.status(), ol.status()}) {
       if (!st.ok()) return Fail(st);
     }
     if (i == 0) continue;

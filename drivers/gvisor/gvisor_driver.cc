@@ -17,12 +17,12 @@
 #include "drivers/gvisor/oci_spec.h"
 #include "drivers/gvisor/outcome.h"
 #include "drivers/gvisor/pooled_sandbox.h"
-#include "drivers/gvisor/session_sandbox.h"
 #include "drivers/gvisor/program_lookup.h"
 #include "drivers/gvisor/run_state.h"
 #include "drivers/gvisor/run_steps.h"
 #include "drivers/gvisor/runsc.h"
 #include "drivers/gvisor/runsc_version_cache.h"
+#include "drivers/gvisor/session_sandbox.h"
 #include "drivers/run_dir.h"
 #include "plan/plan_json.h"
 
@@ -300,8 +300,8 @@ Status GvisorDriver::BootAhead(const plan::Plan& plan, const PrepareRequest& pre
                          Boot(c, ready, seccomp, *filtered, s, io, boot));
   if (launched == gvisor::LaunchOutcome::kReady) return Status::Ok();
   // The same evidence a cold run would have been refused on; nothing of any request existed.
-  const std::string why = boot->enforcement.Differs() ? boot->enforcement.Differences()
-                                                     : "its launcher did not report";
+  const std::string why =
+      boot->enforcement.Differs() ? boot->enforcement.Differences() : "its launcher did not report";
   return Status::Unavailable(std::string("gvisor: ") + what + " could not be made: " + why);
 }
 
@@ -313,8 +313,8 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   gvisor::RunIo io;
   RunResult boot;
   bool filtered = false;
-  SAFEX_RETURN_IF_ERROR(BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io,
-                                  &boot, &filtered));
+  SAFEX_RETURN_IF_ERROR(
+      BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io, &boot, &filtered));
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
       preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filtered, std::move(s),
       std::move(io), std::move(boot.enforcement)));
@@ -332,10 +332,11 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Pl
   SAFEX_RETURN_IF_ERROR(BootAhead(plan, preq, /*session=*/true, "the session's sandbox",
                                   *parts->state, parts->io, &boot, &filtered));
   SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
-  parts->wire = gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
-  return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(
-      preq.sandbox_id, plan::PlanDigest(plan), RealtimeNs(), std::move(boot.enforcement),
-      std::move(parts)));
+  parts->wire =
+      gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
+  return std::unique_ptr<SessionSandbox>(
+      std::make_unique<gvisor::GvisorSession>(preq.sandbox_id, plan::PlanDigest(plan), RealtimeNs(),
+                                              std::move(boot.enforcement), std::move(parts)));
 }
 
 Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
@@ -367,7 +368,8 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
     return Status::Unavailable("gvisor: pooled sandbox " + sandbox->id() +
                                " did not take the session's hand-over");
   }
-  parts->wire = gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
+  parts->wire =
+      gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
   Enforcement evidence = sandbox->enforcement();
   return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(
       sandbox->id(), sandbox->plan_digest(), sandbox->created_ns(), std::move(evidence),

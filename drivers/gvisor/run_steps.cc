@@ -230,9 +230,9 @@ Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompO
   layout.pooled = c.pooled;
   layout.session = c.session;
   const bool later = c.pooled || c.session;  // the program is not known yet
-  SAFEX_ASSIGN_OR_RETURN(nlohmann::json spec,
-                         BuildOciSpec(c.plan, later ? std::vector<std::string>{} : c.req.argv,
-                                      layout, seccomp));
+  SAFEX_ASSIGN_OR_RETURN(
+      nlohmann::json spec,
+      BuildOciSpec(c.plan, later ? std::vector<std::string>{} : c.req.argv, layout, seccomp));
   SAFEX_ASSIGN_OR_RETURN(std::string text, SpecText(spec));
   return WriteWholeFile(s.bundle + "/config.json", text);
 }

@@ -81,8 +81,7 @@ class CommandSupervisor {
         capture_(&result->stdout_stream, &result->stderr_stream, p.plan.limits.output_bytes,
                  &req.on_output) {
     const LoggedSyscalls logged = SyscallsToLog(p.plan.seccomp);
-    scanner_.SetLogged(std::set<std::string>(logged.names.begin(), logged.names.end()),
-                       logged.all);
+    scanner_.SetLogged(std::set<std::string>(logged.names.begin(), logged.names.end()), logged.all);
   }
 
   // 1-2: baselines, the command.
@@ -327,7 +326,8 @@ class CommandSupervisor {
       if (is_log) {
         scanner_.Feed(data);
       } else if (p_.io.idle_diag.size() < p_.options->diagnostics_cap) {
-        p_.io.idle_diag.append(data.substr(0, p_.options->diagnostics_cap - p_.io.idle_diag.size()));
+        p_.io.idle_diag.append(
+            data.substr(0, p_.options->diagnostics_cap - p_.io.idle_diag.size()));
       }
     }
   }

@@ -16,10 +16,10 @@ constexpr std::chrono::milliseconds kFileTimeout{60000};
 
 // What a file command's errno means to the caller.
 Status FileError(const std::string& path, uint32_t err) {
-  const std::string why = err == ELOOP    ? "a symlink is on its path (never followed)"
+  const std::string why = err == ELOOP ? "a symlink is on its path (never followed)"
                           : err == EINVAL || err == ENXIO ? "it is not a regular file"
-                          : err == EFBIG  ? "it is larger than the size allowed"
-                                          : std::strerror(static_cast<int>(err));
+                          : err == EFBIG                  ? "it is larger than the size allowed"
+                                                          : std::strerror(static_cast<int>(err));
   const std::string msg = "session file " + path + ": " + why;
   if (err == ENOENT) return Status::NotFound(msg);
   if (err == EFBIG) return Status::ResourceExhausted(msg);

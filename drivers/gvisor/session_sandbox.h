@@ -40,8 +40,8 @@ Result<std::string> AwaitAnswer(SessionParts& p, char kind, std::chrono::millise
 
 class GvisorSession final : public SessionSandbox {
  public:
-  GvisorSession(std::string id, std::string plan_digest, int64_t created_ns,
-                Enforcement evidence, std::unique_ptr<SessionParts> parts);
+  GvisorSession(std::string id, std::string plan_digest, int64_t created_ns, Enforcement evidence,
+                std::unique_ptr<SessionParts> parts);
   ~GvisorSession() override;
 
   Result<RunResult> Exec(const RunRequest& request) override;

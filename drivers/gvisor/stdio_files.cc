@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string>
 #include <cerrno>
+#include <string>
 #include <vector>
 
 namespace safex::drivers::gvisor {
@@ -87,8 +87,8 @@ Status StdioFiles::Release() {
   for (int i = 0; i < 2; ++i) {
     if (!reader_[i] || offset_[i] == 0) continue;
     // The reader is read-only; punching a hole needs a writable fd of the same file.
-    UniqueFd w(open(("/proc/self/fd/" + std::to_string(reader_[i].get())).c_str(),
-                    O_WRONLY | O_CLOEXEC));
+    UniqueFd w(
+        open(("/proc/self/fd/" + std::to_string(reader_[i].get())).c_str(), O_WRONLY | O_CLOEXEC));
     if (!w) return Status::Errno("reopen", kNames[i], errno);
     if (fallocate(w.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
                   static_cast<off_t>(offset_[i])) != 0) {

@@ -47,13 +47,13 @@
 #include "supervisor/serve/http_parser.h"
 #include "supervisor/serve/live_events.h"
 #include "supervisor/serve/metrics.h"
-#include "supervisor/serve/sandbox_pool.h"
-#include "supervisor/serve/session_files.h"
-#include "supervisor/serve/session_table.h"
 #include "supervisor/serve/policy_store.h"
 #include "supervisor/serve/refusal_limiter.h"
 #include "supervisor/serve/result_files.h"
 #include "supervisor/serve/run_table.h"
+#include "supervisor/serve/sandbox_pool.h"
+#include "supervisor/serve/session_files.h"
+#include "supervisor/serve/session_table.h"
 #include "supervisor/serve/submit_request.h"
 #include "supervisor/serve/unix_socket.h"
 
@@ -1132,8 +1132,9 @@ struct Server::Impl {
       if (draining || pending >= static_cast<size_t>(svc().max_concurrent) + svc().max_queue) {
         l.unlock();
         return Complete(conn, FormatResponse(503, kJson,
-                                             Dump(ErrorJson(503, "the service is at capacity "
-                                                                 "or shutting down; try again")),
+                                             Dump(ErrorJson(503,
+                                                            "the service is at capacity "
+                                                            "or shutting down; try again")),
                                              {"Retry-After: 1"}));
       }
       ++pending;
@@ -1165,7 +1166,8 @@ struct Server::Impl {
     if (!body.ok() || !body->is_object() || body->size() != 1 || !body->contains("policy") ||
         !(*body)["policy"].is_string() ||
         !ValidPolicyName((*body)["policy"].get_ref<const std::string&>())) {
-      return RespondJson(c, 400, ErrorJson(400, "bad request: the body must be {\"policy\": NAME}"));
+      return RespondJson(c, 400,
+                         ErrorJson(400, "bad request: the body must be {\"policy\": NAME}"));
     }
     const std::string policy = (*body)["policy"].get<std::string>();
     if (!access->Allowed(caller, policy)) {
@@ -1180,8 +1182,8 @@ struct Server::Impl {
       auto prepared = policies->Get(policy, &report);
       if (!prepared.ok()) {
         const bool unknown = prepared.status().code() == Status::Code::kNotFound;
-        return JsonResponse(unknown ? 404 : 400, ErrorJson(unknown ? 404 : 400,
-                                                           prepared.status().message()));
+        return JsonResponse(unknown ? 404 : 400,
+                            ErrorJson(unknown ? 404 : 400, prepared.status().message()));
       }
       auto s = sessions->Open(caller, policy, *prepared);
       if (!s.ok()) {
@@ -1211,8 +1213,8 @@ struct Server::Impl {
     const bool put = c.parser.request().method == "PUT";
     std::string body = std::move(c.parser.request().body);
     Release(c);
-    const uint64_t max = std::min<uint64_t>(svc().max_download_bytes,
-                                             drivers::kMaxSessionPayloadBytes);
+    const uint64_t max =
+        std::min<uint64_t>(svc().max_download_bytes, drivers::kMaxSessionPayloadBytes);
     PostTask(c, [this, caller, s, put, path, max, body = std::move(body)](audit::AuditLog&) {
       auto lease = sessions->Acquire(s, /*exec=*/false);
       if (!lease.ok()) {
@@ -1233,7 +1235,7 @@ struct Server::Impl {
   }
 
   static std::string FileError(const Status& st) {
-    const int status = st.code() == Status::Code::kNotFound            ? 404
+    const int status = st.code() == Status::Code::kNotFound             ? 404
                        : st.code() == Status::Code::kPermissionDenied   ? 403
                        : st.code() == Status::Code::kResourceExhausted  ? 413
                        : st.code() == Status::Code::kFailedPrecondition ? 422
@@ -1863,9 +1865,9 @@ struct Server::Impl {
     }
     for (Job& j : queued) {
       if (j.task) {
-        Complete(j.task_conn, FormatResponse(503, kJson,
-                                             Dump(ErrorJson(503, "the service is shutting down")),
-                                             {}));
+        Complete(
+            j.task_conn,
+            FormatResponse(503, kJson, Dump(ErrorJson(503, "the service is shutting down")), {}));
         continue;
       }
       RefuseAdmitted(j, 503, RefusalReason::kShuttingDown,

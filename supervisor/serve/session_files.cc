@@ -52,17 +52,16 @@ Result<nlohmann::json> PutSessionFile(SessionLease& lease, const std::string& pa
   return nlohmann::json{{"path", path}, {"bytes", e.file_bytes}, {"sha256", e.file_sha256}};
 }
 
-Result<std::string> GetSessionFile(SessionLease& lease, const std::string& path,
-                                   uint64_t max_bytes, const Caller& caller,
-                                   const SessionRecorder& record) {
+Result<std::string> GetSessionFile(SessionLease& lease, const std::string& path, uint64_t max_bytes,
+                                   const Caller& caller, const SessionRecorder& record) {
   const Session& s = lease.session();
   const plan::Plan& plan = s.prepared->plan;
   SAFEX_RETURN_IF_ERROR(CheckSessionPath(plan, path));
   SAFEX_ASSIGN_OR_RETURN(std::string bytes, lease.sandbox().ReadFile(path, max_bytes));
   SAFEX_ASSIGN_OR_RETURN(output::ValidatorSet validators,
                          output::ValidatorSet::Compile(plan.validators));
-  output::ValidationReport report = validators.ValidateFile(
-      path, validators.FileValidatorsFor(path), bytes, bytes.size(), false);
+  output::ValidationReport report =
+      validators.ValidateFile(path, validators.FileValidatorsFor(path), bytes, bytes.size(), false);
   // What was read is recorded, delivered or not (the log shows what left the sandbox's reach).
   SAFEX_RETURN_IF_ERROR(
       record(FileEvent(s, audit::SessionEvent::What::kFileOut, path, bytes, caller)));

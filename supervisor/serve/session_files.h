@@ -6,10 +6,9 @@
 // matches, as a run's output file would.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "plan/plan.h"
@@ -30,8 +29,7 @@ Result<nlohmann::json> PutSessionFile(SessionLease& lease, const std::string& pa
 
 // Reads `path` (at most `max_bytes`), validates it and records it. Returns what the caller gets
 // (the validators' delivered bytes); a rejection is FailedPrecondition with the finding.
-Result<std::string> GetSessionFile(SessionLease& lease, const std::string& path,
-                                   uint64_t max_bytes, const Caller& caller,
-                                   const SessionRecorder& record);
+Result<std::string> GetSessionFile(SessionLease& lease, const std::string& path, uint64_t max_bytes,
+                                   const Caller& caller, const SessionRecorder& record);
 
 }  // namespace safex::serve

@@ -176,10 +176,9 @@ Result<std::unique_ptr<drivers::SessionSandbox>> SessionTable::MakeSandbox(
     req.sandbox_id = s.id;
     return driver->OpenSession(plan, req);
   }
-  const std::string observed = "pooled " + pooled->id() + " made " +
-                               std::to_string(pooled->created_ns()) + " ns idle " +
-                               std::to_string((audit::NowNs() - pooled->created_ns()) / 1000000) +
-                               " ms";
+  const std::string observed =
+      "pooled " + pooled->id() + " made " + std::to_string(pooled->created_ns()) + " ns idle " +
+      std::to_string((audit::NowNs() - pooled->created_ns()) / 1000000) + " ms";
   SAFEX_ASSIGN_OR_RETURN(auto made, driver->OpenPreparedSession(std::move(pooled), plan));
   // Named as a pooled run names its sandbox (audit: one pooled sandbox, one run or session).
   made->MutableEnforcement().Observed(
@@ -232,19 +231,20 @@ void SessionTable::AwaitEnd(Session& s) {
     const int64_t now = audit::NowNs();
     if (s.close_reason_.empty() && !s.busy_) {
       if (now - s.created_ns >= lifetime) {
-        s.close_reason_ = "its max_lifetime (" + compiler::FormatDuration(lim.max_lifetime_ns) +
-                          ") passed";
-      } else if (now - s.last_used_ns_ >= idle) {
         s.close_reason_ =
-            "idle longer than its idle_timeout (" + compiler::FormatDuration(lim.idle_timeout_ns) + ")";
+            "its max_lifetime (" + compiler::FormatDuration(lim.max_lifetime_ns) + ") passed";
+      } else if (now - s.last_used_ns_ >= idle) {
+        s.close_reason_ = "idle longer than its idle_timeout (" +
+                          compiler::FormatDuration(lim.idle_timeout_ns) + ")";
       } else if (!s.sandbox_->Alive()) {
-        s.close_reason_ = "its sandbox ended (a command ended the session's init, or memory ran out)";
+        s.close_reason_ =
+            "its sandbox ended (a command ended the session's init, or memory ran out)";
       }
       if (!s.close_reason_.empty()) s.closed_by_ = ServiceRequester();
     }
     if (!s.close_reason_.empty() && !s.busy_) break;
-    const int64_t wake = std::min({s.created_ns + lifetime, s.last_used_ns_ + idle,
-                                   now + kKeeperTickNs});
+    const int64_t wake =
+        std::min({s.created_ns + lifetime, s.last_used_ns_ + idle, now + kKeeperTickNs});
     s.cv_.wait_for(l, std::chrono::nanoseconds(std::max<int64_t>(wake - now, 1000000)));
   }
   s.state_ = Session::State::kClosing;
@@ -275,8 +275,8 @@ Result<SessionLease> SessionTable::Acquire(const std::shared_ptr<Session>& s, bo
   std::lock_guard<std::mutex> l(s->mu_);
   SAFEX_RETURN_IF_ERROR(CheckOpenLocked(*s));
   if (s->busy_) {
-    return Status::ResourceExhausted("session " + s->id +
-                           " is running another command or file operation; one at a time");
+    return Status::ResourceExhausted(
+        "session " + s->id + " is running another command or file operation; one at a time");
   }
   const uint32_t max_execs = s->prepared->plan.session.max_execs;
   if (exec && s->execs_ >= max_execs) {
@@ -284,8 +284,7 @@ Result<SessionLease> SessionTable::Acquire(const std::shared_ptr<Session>& s, bo
                                       std::to_string(max_execs) + ") commands");
   }
   if (!s->sandbox_->Alive()) {
-    s->close_reason_ =
-        "its sandbox ended (a command ended the session's init, or memory ran out)";
+    s->close_reason_ = "its sandbox ended (a command ended the session's init, or memory ran out)";
     s->closed_by_ = ServiceRequester();
     s->cv_.notify_all();
     return Status::FailedPrecondition("session " + s->id + " is closed: " + s->close_reason_);

@@ -23,9 +23,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-#include <nlohmann/json.hpp>
 
 #include "audit/records.h"
 #include "common/status.h"
@@ -40,7 +40,7 @@ namespace safex::serve {
 using SessionRecorder = std::function<Status(const audit::SessionEvent&)>;
 
 struct SessionLimits {
-  uint32_t max_sessions = 16;        // live sessions of every caller together
+  uint32_t max_sessions = 16;         // live sessions of every caller together
   uint32_t max_sessions_per_uid = 4;  // live sessions of one uid
   uint32_t max_closed_kept = 1000;    // closed sessions remembered (their reason)
 };
@@ -70,7 +70,7 @@ class Session {
   std::condition_variable cv_;
   State state_ = State::kOpening;  // guarded by mu_
   bool busy_ = false;              // a command or a file operation holds it
-  uint64_t execs_ = 0;  // commands started
+  uint64_t execs_ = 0;             // commands started
   int64_t last_used_ns_ = 0;
   std::string close_reason_;  // set: its keeper ends it with this reason
   audit::Requester closed_by_;

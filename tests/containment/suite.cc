@@ -788,8 +788,8 @@ const char* const kPersistAttempt =
 // Opens a session of `policy` on the suite's service and runs kPersistAttempt in it; the
 // session's id, or "" with r->proc saying why (then the run is not made).
 std::string Suite::OpenPersistedSession(const std::string& policy, RunRecord* r) {
-  ProcessResult opened = RunWatched(
-      {{o_.safex, "session", "open", "--policy", policy, "--socket", serve_socket_}});
+  ProcessResult opened =
+      RunWatched({{o_.safex, "session", "open", "--policy", policy, "--socket", serve_socket_}});
   auto j = nlohmann::json::parse(opened.out, nullptr, false);
   if (opened.status != 0 || !j.is_object() || !j.contains("session_id")) {
     r->proc = opened;
@@ -797,8 +797,8 @@ std::string Suite::OpenPersistedSession(const std::string& policy, RunRecord* r)
     return "";
   }
   const std::string id = j["session_id"].get<std::string>();
-  ProcessResult first = RunWatched({{o_.safex, "submit", "--socket", serve_socket_, "--session",
-                                     id, "--", "/bin/sh", "-c", kPersistAttempt}});
+  ProcessResult first = RunWatched({{o_.safex, "submit", "--socket", serve_socket_, "--session", id,
+                                     "--", "/bin/sh", "-c", kPersistAttempt}});
   if (first.status != 0 || first.out != "planted\n") {
     RunWatched({{o_.safex, "session", "close", "--socket", serve_socket_, id}});
     r->proc = first;
@@ -1061,7 +1061,7 @@ void Suite::RunAll() {
       // By name, or `submit` for the column through the service (its name holds a comma).
       auto chosen = [&col](const std::string& c) {
         return c == col.name || (col.submit && !col.session && c == "submit") ||
-             (col.session && c == "session");
+               (col.session && c == "session");
       };
       if (!o_.only_columns.empty() &&
           std::none_of(o_.only_columns.begin(), o_.only_columns.end(), chosen)) {

@@ -60,12 +60,12 @@ struct Column {
 // (the plain python-untrusted and base-untrusted wrappers, which most cases use): each of their
 // runs without input files waits for a pooled sandbox and must have been run in one, so the
 // column shows the catalogue contained by pooled sandboxes (docs/operating.md, "The warm pool").
-inline const std::vector<Column> kColumns = {{"gvisor", "gvisor", false},
-                                             {"microvm", "microvm", false},
-                                             {"native (as trusted)", "native", false},
-                                             {"gvisor, submit (pooled)", "gvisor", true},
-                                             {"gvisor, session (2nd command)", "gvisor", true,
-                                              true}};
+inline const std::vector<Column> kColumns = {
+    {"gvisor", "gvisor", false},
+    {"microvm", "microvm", false},
+    {"native (as trusted)", "native", false},
+    {"gvisor, submit (pooled)", "gvisor", true},
+    {"gvisor, session (2nd command)", "gvisor", true, true}};
 
 // One `safex run` of a case.
 struct Invocation {

@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
       probe_list_add(names, sizeof names, comm);
       // An agent session's init (safex-launch --session) is inside the sandbox: pid 1 of this
       // pid namespace, running as this uid. The host's supervisor can never be that.
-      const int session_init = pid == 1 && strstr(comm, "safex-launch") != NULL &&
-                               SameUid(pid);
+      const int session_init = pid == 1 && strstr(comm, "safex-launch") != NULL && SameUid(pid);
       if (session_init) {
         // Its answers are what the host hears of each command: it must not be attachable.
         char init_buf[64];
