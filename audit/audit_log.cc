@@ -1274,6 +1274,43 @@ Result<std::vector<AuditLog::OpenSession>> AuditLog::OpenSessions() {
   return out;
 }
 
+Result<std::vector<AuditLog::SessionSummary>> AuditLog::ListSessions(uint64_t limit) {
+  std::vector<SessionSummary> out;
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt has, Stmt::Prepare(impl_->db.get(),
+                              "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND "
+                              "name = 'sessions'"));
+  SAFEX_ASSIGN_OR_RETURN(bool row, has.Step());
+  if (!row || has.Int(0) == 0) return out;  // a log from before sessions
+  SAFEX_ASSIGN_OR_RETURN(
+      Stmt s, Stmt::Prepare(impl_->db.get(),
+                            "SELECT session_id, opened_ns, uid, policy_name, plan_digest, backend, "
+                            "closed_ns, closed_because, execs, files_in, files_out FROM sessions "
+                            "ORDER BY seq DESC LIMIT ?1"));
+  const int64_t n = limit == 0 || limit > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                        ? std::numeric_limits<int64_t>::max()
+                        : static_cast<int64_t>(limit);
+  SAFEX_RETURN_IF_ERROR(s.Bind(1, SqlValue(n)));
+  for (;;) {
+    SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
+    if (!have) break;
+    SessionSummary r;
+    r.session_id = s.Text(0);
+    r.opened_ns = s.Int(1);
+    if (!s.IsNull(2)) r.uid = static_cast<uint32_t>(s.Int(2));
+    r.policy_name = s.Text(3);
+    r.plan_digest = s.Text(4);
+    r.backend = s.Text(5);
+    if (!s.IsNull(6)) r.closed_ns = s.Int(6);
+    r.closed_because = s.Text(7);
+    r.execs = static_cast<uint64_t>(s.Int(8));
+    r.files_in = static_cast<uint64_t>(s.Int(9));
+    r.files_out = static_cast<uint64_t>(s.Int(10));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 Result<std::vector<std::string>> AuditLog::UnfinishedRuns() {
   SAFEX_ASSIGN_OR_RETURN(auto runs, UnfinishedRunStarts());
   std::vector<std::string> out;

@@ -202,6 +202,23 @@ class AuditLog {
   };
   Result<std::vector<OpenSession>> OpenSessions();
 
+  // Sessions, newest first (the `sessions` view): what `safex audit sessions` lists. A log of a
+  // schema before sessions (version 4 or older, opened read-only) has none.
+  struct SessionSummary {
+    std::string session_id;
+    int64_t opened_ns = 0;
+    std::optional<uint32_t> uid;  // the caller it served
+    std::string policy_name;
+    std::string plan_digest;
+    std::string backend;
+    std::optional<int64_t> closed_ns;  // nullopt: still open (or its service was killed)
+    std::string closed_because;
+    uint64_t execs = 0;
+    uint64_t files_in = 0;
+    uint64_t files_out = 0;
+  };
+  Result<std::vector<SessionSummary>> ListSessions(uint64_t limit);
+
   // Runs that started and have no end: what crash recovery closes with RecordInterrupted.
   Result<std::vector<std::string>> UnfinishedRuns();
   // The same with each run's start time (unix ns), oldest first.

@@ -319,6 +319,54 @@ int DoList(const CommonArgs& c, const ListArgs& a) {
   return kExitOk;
 }
 
+// ---- sessions ------------------------------------------------------------------------------
+
+json SessionJson(const AuditLog::SessionSummary& s) {
+  json j = {{"session_id", s.session_id},
+            {"opened_at", audit::FormatIso8601(s.opened_ns)},
+            {"uid", s.uid ? json(*s.uid) : json(nullptr)},
+            {"policy_name", audit::JsonFromBytes(s.policy_name)},
+            {"plan_digest", s.plan_digest},
+            {"backend", s.backend},
+            {"closed_at", s.closed_ns ? json(audit::FormatIso8601(*s.closed_ns)) : json(nullptr)},
+            {"closed_because", audit::JsonFromBytes(s.closed_because)},
+            {"execs", s.execs},
+            {"files_in", s.files_in},
+            {"files_out", s.files_out}};
+  return j;
+}
+
+// The agent sessions of the log, newest first: who, which policy, how many commands and files,
+// when and why each ended (the `sessions` view; docs/audit.md, "Sessions").
+int DoSessions(const CommonArgs& c, uint64_t limit, bool as_json) {
+  int exit_code = kExitOk;
+  auto log = OpenLog(c, false, &exit_code);
+  if (!log) return exit_code;
+  auto sessions = log->ListSessions(limit);
+  if (!sessions.ok()) {
+    PrintError(sessions.status().message());
+    return kExitUnreadable;
+  }
+  if (as_json) {
+    json arr = json::array();
+    for (const auto& s : *sessions) arr.push_back(SessionJson(s));
+    std::cout << Dump(arr, 2) << "\n";
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"SESSION_ID", "OPENED", "UID", "POLICY", "EXECS", "FILES IN/OUT", "CLOSED", "WHY"}};
+  for (const auto& s : *sessions) {
+    rows.push_back({audit::EscapeForTerminal(s.session_id), audit::FormatIso8601(s.opened_ns),
+                    s.uid ? std::to_string(*s.uid) : "-", audit::EscapeForTerminal(s.policy_name),
+                    std::to_string(s.execs),
+                    std::to_string(s.files_in) + "/" + std::to_string(s.files_out),
+                    s.closed_ns ? audit::FormatIso8601(*s.closed_ns) : "open",
+                    audit::EscapeForTerminal(s.closed_because.empty() ? "-" : s.closed_because)});
+  }
+  PrintTable(rows);
+  return kExitOk;
+}
+
 // ---- show ----------------------------------------------------------------------------------
 
 int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
@@ -611,6 +659,15 @@ void RegisterAuditCommands(CLI::App& app, int* exit_code) {
   auto* json_flag = list->add_flag("--json", list_args->json, "one JSON array of run objects");
   list->add_flag("--csv", list_args->csv, "RFC 4180 CSV with a header row")->excludes(json_flag);
   list->callback([=] { *exit_code = DoList(*common, *list_args); });
+
+  auto sessions_limit = std::make_shared<uint64_t>(100);
+  auto sessions_json = std::make_shared<bool>(false);
+  CLI::App* sessions = audit_cmd->add_subcommand("sessions", "list agent sessions, newest first");
+  AddCommonOptions(sessions, common);
+  sessions->add_option("--limit", *sessions_limit, "at most N sessions (default 100; 0: all)");
+  sessions->add_flag("--json", *sessions_json, "one JSON array of session objects");
+  sessions->callback(
+      [=] { *exit_code = DoSessions(*common, *sessions_limit, *sessions_json); });
 
   auto show_id = std::make_shared<std::string>();
   auto show_json = std::make_shared<bool>(false);

@@ -365,6 +365,34 @@ TEST_F(SessionTest, OpenSessionsAreTheOpenedAndNeverClosed) {
       "2");
 }
 
+TEST_F(SessionTest, ListSessionsIsNewestFirstWithItsCounts) {
+  RecordOpenSession();  // "s": two execs, one file in, one out
+  ASSERT_TRUE(log_->RecordSession(Closed("s", "deleted by uid 1000", kCaller)).ok());
+  SessionEvent t = Opened("t", kOtherCaller);
+  t.policy_name = "agent";
+  ASSERT_TRUE(log_->RecordSession(t).ok());
+  auto all = log_->ListSessions(0);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), 2u);
+  const AuditLog::SessionSummary& newest = (*all)[0];
+  EXPECT_EQ(newest.session_id, "t");
+  EXPECT_EQ(newest.uid, 1001u);
+  EXPECT_EQ(newest.policy_name, "agent");
+  EXPECT_FALSE(newest.closed_ns.has_value());
+  const AuditLog::SessionSummary& s = (*all)[1];
+  EXPECT_EQ(s.session_id, "s");
+  EXPECT_EQ((std::vector<uint64_t>{s.execs, s.files_in, s.files_out}),
+            (std::vector<uint64_t>{2, 1, 1}));
+  EXPECT_EQ(s.closed_because, "deleted by uid 1000");
+  ASSERT_TRUE(s.closed_ns.has_value());
+  EXPECT_GE(*s.closed_ns, s.opened_ns);
+  EXPECT_EQ(s.plan_digest, std::string(64, 'b'));
+  auto one = log_->ListSessions(1);
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].session_id, "t");
+}
+
 // Verify on logs whose owner broke the session rules behind the library's back.
 
 TEST_F(SessionTest, VerifyFindsASecondCallersExec) {

@@ -276,6 +276,14 @@ class SessionTest(SessionDaemon):
             s.exec(["/bin/true"])
             s.files.read("/tmp/a.txt")
             sid = s.id
+        listed = subprocess.run([serve_fixture.binary(), "audit", "sessions", "--json",
+                                 "--limit", "0", "--audit-db", self.daemon.audit_db],
+                                capture_output=True, text=True)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        mine = [x for x in json.loads(listed.stdout) if x["session_id"] == sid]
+        self.assertEqual([(x["execs"], x["files_in"], x["files_out"], x["uid"]) for x in mine],
+                         [(1, 1, 1, 0)], listed.stdout)
+        self.assertIn("deleted by uid 0", mine[0]["closed_because"])
         row = session_rows(self.daemon.audit_db)[sid]
         self.assertEqual(row["uid"], 0)
         self.assertEqual(row["policy_name"], "pytest-session")
