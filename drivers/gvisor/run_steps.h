@@ -95,6 +95,10 @@ Status HandOver(const RunContext& c, RunIo& io, RunState& s);
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
 //    still written is drained.
 Observation Supervise(const RunContext& c, RunIo& io, RunState& s, RunResult* result);
+// What runsc's debug log (into `scanner`) or, without a scanner, its diagnostics pipe (into
+// `diag`, at most `cap` bytes) has now: at most 16 reads, so one stream cannot starve the others
+// of a poll loop; `fd` is closed at EOF or on an error. (Supervise's, and a session command's.)
+void ReadRunscPipe(UniqueFd& fd, SandboxLogScanner* scanner, std::string* diag, size_t cap);
 // 8. The cgroup's and the debug log's counters after the run, into the observation and result.
 void ReadAccounting(const RunContext& c, RunState& s, Observation* o, RunResult* result);
 // 9. Each output mount handed to the request's collector (every process is gone; the storage

@@ -313,23 +313,7 @@ class CommandSupervisor {
   }
 
   void ReadPipe(UniqueFd& fd, bool is_log) {
-    char buf[65536];
-    for (int rounds = 0; fd.valid() && rounds < 16; ++rounds) {
-      const ssize_t n = read(fd.get(), buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      if (n <= 0) {
-        fd.Reset();
-        return;
-      }
-      const std::string_view data(buf, static_cast<size_t>(n));
-      if (is_log) {
-        scanner_.Feed(data);
-      } else if (p_.io.idle_diag.size() < p_.options->diagnostics_cap) {
-        p_.io.idle_diag.append(
-            data.substr(0, p_.options->diagnostics_cap - p_.io.idle_diag.size()));
-      }
-    }
+    ReadRunscPipe(fd, is_log ? &scanner_ : nullptr, &p_.io.idle_diag, p_.options->diagnostics_cap);
   }
 
   SessionParts& p_;

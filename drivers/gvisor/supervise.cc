@@ -173,27 +173,8 @@ class Supervisor {
     });
   }
 
-  // Reads what a pipe has now (bounded per call, so one stream cannot starve the others): the
-  // debug log into the scanner, runsc's diagnostics into diag_ (capped).
   void ReadPipe(UniqueFd& fd, bool is_log) {
-    for (int rounds = 0; fd.valid() && rounds < 16; ++rounds) {
-      ssize_t n = read(fd.get(), buf_.data(), buf_.size());
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN) fd.Reset();
-        return;
-      }
-      if (n == 0) {
-        fd.Reset();
-        return;
-      }
-      const std::string_view data(buf_.data(), static_cast<size_t>(n));
-      if (is_log) {
-        scanner_.Feed(data);
-      } else if (diag_.size() < c_.options.diagnostics_cap) {
-        diag_.append(data.substr(0, c_.options.diagnostics_cap - diag_.size()));
-      }
-    }
+    ReadRunscPipe(fd, is_log ? &scanner_ : nullptr, &diag_, c_.options.diagnostics_cap);
   }
 
   void FeedStdin() {
@@ -234,12 +215,33 @@ class Supervisor {
   std::string diag_;
   const std::string* stdin_ = nullptr;
   size_t stdin_off_ = 0;
-  std::vector<char> buf_ = std::vector<char>(64 * 1024);
   Clock::time_point deadline_;
   Clock::time_point next_poll_;
 };
 
 }  // namespace
+
+void ReadRunscPipe(UniqueFd& fd, SandboxLogScanner* scanner, std::string* diag, size_t cap) {
+  char buf[64 * 1024];
+  for (int rounds = 0; fd.valid() && rounds < 16; ++rounds) {
+    const ssize_t n = read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) fd.Reset();
+      return;
+    }
+    if (n == 0) {
+      fd.Reset();
+      return;
+    }
+    const std::string_view data(buf, static_cast<size_t>(n));
+    if (scanner != nullptr) {
+      scanner->Feed(data);
+    } else if (diag->size() < cap) {
+      diag->append(data.substr(0, cap - diag->size()));
+    }
+  }
+}
 
 Observation Supervise(const RunContext& c, RunIo& io, RunState& s, RunResult* result) {
   return Supervisor(c, io, s, result).Run();

@@ -209,8 +209,8 @@ struct Server::Impl {
   std::unique_ptr<audit::AuditLog> side_log;
   std::unique_ptr<audit::AuditLog> check_log;  // the integrity checker's own connection
   std::unique_ptr<audit::AuditLog> pool_log;   // the warm pool's (its filler thread's) own
-  // Agent sessions (session_table.h) and their audit connection, shared by their keeper threads
-  // and the workers' file operations (one at a time: session_log_mu).
+  // Agent sessions (session_table.h) and their keeper threads' audit connection (one at a time:
+  // session_log_mu); a file operation records on its worker's own connection.
   std::unique_ptr<SessionTable> sessions;
   std::unique_ptr<audit::AuditLog> session_log;
   std::mutex session_log_mu;
@@ -1215,13 +1215,14 @@ struct Server::Impl {
     Release(c);
     const uint64_t max =
         std::min<uint64_t>(svc().max_download_bytes, drivers::kMaxSessionPayloadBytes);
-    PostTask(c, [this, caller, s, put, path, max, body = std::move(body)](audit::AuditLog&) {
+    PostTask(c, [this, caller, s, put, path, max, body = std::move(body)](audit::AuditLog& log) {
       auto lease = sessions->Acquire(s, /*exec=*/false);
       if (!lease.ok()) {
         const int status = lease.status().code() == Status::Code::kResourceExhausted ? 409 : 410;
         return JsonResponse(status, ErrorJson(status, lease.status().message()));
       }
-      auto record = [this](const audit::SessionEvent& e) { return RecordSessionEvent(e); };
+      // Recorded on this worker's own connection to the log (the keepers share session_log).
+      auto record = [&log](const audit::SessionEvent& e) { return log.RecordSession(e); };
       if (put) {
         auto done = PutSessionFile(*lease, path, body, caller, record);
         if (!done.ok()) return FileError(done.status());

@@ -105,13 +105,8 @@ Result<std::shared_ptr<Session>> SessionTable::Open(
                                      audit::NowNs());
   {
     std::lock_guard<std::mutex> l(mu_);
-    uint64_t all = 0, mine = 0;
-    for (const auto& [id, other] : sessions_) {
-      std::lock_guard<std::mutex> ol(other->mu_);
-      if (other->state_ == Session::State::kClosed) continue;
-      ++all;
-      mine += other->owner.uid == caller.uid;
-    }
+    uint64_t mine = 0;
+    const uint64_t all = LiveLocked(caller.uid, &mine);
     if (all >= limits_.max_sessions || mine >= limits_.max_sessions_per_uid) {
       return Status::ResourceExhausted(
           mine >= limits_.max_sessions_per_uid
@@ -340,10 +335,17 @@ void SessionTable::CloseAll(const std::string& reason) {
 
 uint64_t SessionTable::live() const {
   std::lock_guard<std::mutex> l(mu_);
+  uint64_t unused = 0;
+  return LiveLocked(0, &unused);
+}
+
+uint64_t SessionTable::LiveLocked(uint32_t uid, uint64_t* of_uid) const {
   uint64_t n = 0;
   for (const auto& [id, s] : sessions_) {
     std::lock_guard<std::mutex> sl(s->mu_);
-    n += s->state_ != Session::State::kClosed;
+    if (s->state_ == Session::State::kClosed) continue;
+    ++n;
+    *of_uid += s->owner.uid == uid;
   }
   return n;
 }

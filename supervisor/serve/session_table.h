@@ -135,6 +135,8 @@ class SessionTable {
   void AwaitEnd(Session& s);
   void Forget();
   static Status CheckOpenLocked(const Session& s);  // REQUIRES: s.mu_ held
+  // Sessions not closed, and into *of_uid how many of them `uid` opened. REQUIRES: mu_ held.
+  uint64_t LiveLocked(uint32_t uid, uint64_t* of_uid) const;
 
   const SessionLimits limits_;
   drivers::Backends* backends_;
