@@ -22,6 +22,7 @@
 #include "audit/audit_log.h"
 #include "audit/checkpoint.h"
 #include "audit/json_bytes.h"
+#include "audit/ocsf.h"
 #include "audit/text_escape.h"
 #include "audit/time_format.h"
 #include "audit/verdict.h"
@@ -75,22 +76,6 @@ std::string Duration(const std::optional<int64_t>& ns) {
     std::snprintf(buf, sizeof buf, "%.2fs", static_cast<double>(*ns) / 1e9);
   }
   return buf;
-}
-
-// argv for a terminal: each argument escaped; quoted when empty or holding a space or quote.
-std::string ArgvForTerminal(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += ' ';
-    std::string e = audit::EscapeForTerminal(a);
-    if (e.empty() || e.find_first_of(" '\"") != std::string::npos) {
-      std::string q = "'";
-      for (char ch : e) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-      e = q + "'";
-    }
-    out += e;
-  }
-  return out;
 }
 
 std::string ExitColumn(const audit::RunSummary& r) {
@@ -312,7 +297,7 @@ int DoList(const CommonArgs& c, const ListArgs& a) {
                       audit::EscapeForTerminal(r.policy_name.empty() ? "-" : r.policy_name),
                       r.verdict.empty() ? r.state : r.verdict, ExitColumn(r), Duration(r.wall_ns),
                       r.requester.uid ? std::to_string(*r.requester.uid) : "-",
-                      ArgvForTerminal(r.argv)});
+                      audit::ArgvForDisplay(r.argv)});
     }
     PrintTable(rows);
   }
@@ -414,7 +399,7 @@ int DoShow(const CommonArgs& c, const std::string& id, bool as_json) {
       {"plan digest:", esc(r.plan_digest)},
       {"backend:",
        esc(r.backend) + (r.backend_mode.empty() ? "" : " (" + esc(r.backend_mode) + ")")},
-      {"argv:", ArgvForTerminal(r.argv)},
+      {"argv:", audit::ArgvForDisplay(r.argv)},
   };
   // A run refused by its own evidence has a start and an end but no program to describe.
   if (r.state != "refused" && r.verdict != "refused") {
@@ -621,6 +606,67 @@ int DoExport(const CommonArgs& c, bool as_json) {
   return kExitOk;
 }
 
+// This build's version, as `safex --version` says it (supervisor/main.cc).
+constexpr char kProductVersion[] = "0.1.0";
+
+// device.hostname of the events: the log is this host's (the log does not name its host).
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";  // left out rather than guessed
+  return name;
+}
+
+// Every run as one OCSF event per line (JSON Lines), oldest first. Runs are a view over the
+// events, not a stream, so they are all read before the first line is written.
+int DoExportOcsf(const CommonArgs& c) {
+  int exit_code = kExitOk;
+  auto log = OpenLog(c, false, &exit_code);
+  if (!log) return exit_code;
+  auto runs = log->ListRuns(audit::RunFilter{});  // limit 0: all
+  if (!runs.ok()) {
+    PrintError(runs.status().message());
+    return kExitUnreadable;
+  }
+  const audit::OcsfSource source{kProductVersion, HostName()};
+  // ListRuns is newest first; a SIEM ingests in time order, as the log was written.
+  for (auto it = runs->rbegin(); it != runs->rend() && std::cout; ++it) {
+    std::cout << Dump(audit::OcsfEventFromRun(*it, source)) << "\n";
+  }
+  std::cout.flush();
+  if (!std::cout) {
+    PrintError("writing the export to standard output failed");
+    return kExitUnreadable;
+  }
+  return kExitOk;
+}
+
+struct ExportArgs {
+  bool json = false;  // --json: alias of --format json
+  bool csv = false;   // --csv: alias of --format csv
+  std::string format;
+};
+
+// The one format the flags name, or nullopt after a usage message (none, or two that differ:
+// `--json --format csv` is a mistake to report, not a choice to make for the user).
+std::optional<std::string> ExportFormat(const ExportArgs& a) {
+  std::vector<std::string> named;
+  if (a.json) named.emplace_back("json");
+  if (a.csv) named.emplace_back("csv");
+  if (!a.format.empty()) named.push_back(a.format);
+  if (named.empty()) {
+    PrintError("export needs --format json|csv|ocsf (or --json, --csv)");
+    return std::nullopt;
+  }
+  for (const auto& f : named) {
+    if (f != named[0]) {
+      PrintError("export: --json, --csv and --format name different formats (" + named[0] + ", " +
+                 f + "); give one");
+      return std::nullopt;
+    }
+  }
+  return named[0];
+}
+
 void AddCommonOptions(CLI::App* sub, const std::shared_ptr<CommonArgs>& c) {
   sub->add_option("--audit-db", c->db, "the audit database (default /var/lib/safex/audit.db)");
   sub->add_option_function<std::string>(
@@ -695,20 +741,25 @@ void RegisterAuditCommands(CLI::App& app, int* exit_code) {
                          "also write the checkpoint to FILE (keep it elsewhere)");
   checkpoint->callback([=] { *exit_code = DoCheckpoint(*common, *out_file); });
 
-  auto export_json = std::make_shared<bool>(false);
-  auto export_csv = std::make_shared<bool>(false);
-  CLI::App* exp = audit_cmd->add_subcommand("export", "every event with its hash, in log order");
+  auto export_args = std::make_shared<ExportArgs>();
+  CLI::App* exp = audit_cmd->add_subcommand(
+      "export", "every event with its hash in log order, or every run as an OCSF event");
   AddCommonOptions(exp, common);
-  auto* ej = exp->add_flag("--json", *export_json, "JSON Lines: one event object per line");
-  auto* ec = exp->add_flag("--csv", *export_csv, "RFC 4180 CSV with a header row");
-  ej->excludes(ec);
+  exp->add_option("--format", export_args->format,
+                  "json: JSON Lines, one event per line; csv: RFC 4180 with a header row; "
+                  "ocsf: JSON Lines, one OCSF 1.1.0 Process Activity event per run, oldest first")
+      ->check(CLI::IsMember({"json", "csv", "ocsf"}));
+  exp->add_flag("--json", export_args->json, "same as --format json");
+  exp->add_flag("--csv", export_args->csv, "same as --format csv");
   exp->callback([=] {
-    if (!*export_json && !*export_csv) {
-      PrintError("export needs --json or --csv");
+    std::optional<std::string> format = ExportFormat(*export_args);
+    if (!format) {
       *exit_code = kExitUsage;
-      return;
+    } else if (*format == "ocsf") {
+      *exit_code = DoExportOcsf(*common);
+    } else {
+      *exit_code = DoExport(*common, *format == "json");
     }
-    *exit_code = DoExport(*common, *export_json);
   });
 }
 

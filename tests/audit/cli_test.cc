@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "audit/audit_log.h"
 #include "tests/audit/audit_test_util.h"
@@ -103,6 +105,8 @@ TEST_F(AuditCliTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Safex({"list", "--since", "last tuesday"}).exit_code, 2);
   EXPECT_EQ(Safex({"list", "--json", "--csv"}).exit_code, 2);
   EXPECT_EQ(Safex({"export"}).exit_code, 2);
+  EXPECT_EQ(Safex({"export", "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(Safex({"export", "--json", "--csv"}).exit_code, 2);
   EXPECT_EQ(Safex({"show"}).exit_code, 2);
   EXPECT_EQ(Safex({"show", "bad id!"}).exit_code, 2);
 }
@@ -250,6 +254,51 @@ TEST_F(AuditCliTest, ExportEveryEvent) {
     ++crlf;
   }
   EXPECT_EQ(crlf, 6u);
+}
+
+TEST_F(AuditCliTest, ExportFormatFlagAndItsAliases) {
+  ProcResult alias = Safex({"export", "--json"});
+  ProcResult format = Safex({"export", "--format", "json"});
+  ProcResult both = Safex({"export", "--format", "json", "--json"});  // agree: fine
+  ASSERT_EQ(format.exit_code, 0) << format.err;
+  EXPECT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(alias.out, format.out);
+  EXPECT_EQ(both.out, format.out);
+  EXPECT_EQ(Safex({"export", "--format", "csv"}).out, Safex({"export", "--csv"}).out);
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"export", "--json", "--format", "csv"},
+                                             {"export", "--csv", "--format", "ocsf"},
+                                             {"export", "--format", "ocsf", "--json"}}) {
+    ProcResult r = Safex(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back();
+    EXPECT_NE(r.err.find("different formats"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(AuditCliTest, ExportOcsfIsOneEventPerRunOldestFirst) {
+  ProcResult r = Safex({"export", "--format", "ocsf"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> ids;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["class_uid"], 1007);
+    EXPECT_EQ(j["type_uid"], 100701);
+    EXPECT_EQ(j["metadata"]["product"]["version"], "0.1.0");
+    EXPECT_TRUE(j["device"].contains("hostname"));
+    ids.push_back(j["metadata"]["uid"]);
+    if (ids.back() == "bbbb-2222") {
+      // The hostile argv: escaped for people, exact in unmapped.
+      EXPECT_EQ(j["process"]["cmd_line"].get<std::string>().find('\x1b'), std::string::npos);
+      EXPECT_EQ(j["unmapped"]["argv"][2], "\x1b[2J\x1b[31mgotcha");
+    }
+    if (ids.back() == "cccc-3333") {
+      EXPECT_EQ(j["status_code"], "refused");
+    }
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{"aaaa-1111", "bbbb-2222", "cccc-3333"}));
 }
 
 }  // namespace
