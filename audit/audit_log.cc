@@ -1397,10 +1397,18 @@ Result<RunDetail> AuditLog::GetRun(std::string_view id) {
 }
 
 Status AuditLog::ForEachEvent(const std::function<Status(const EventRow&)>& fn) {
+  return ForEachEventAfter(0, 0, fn);
+}
+
+Status AuditLog::ForEachEventAfter(int64_t after_seq, uint64_t limit,
+                                   const std::function<Status(const EventRow&)>& fn) {
   sqlite3* db = impl_->db.get();
   TxnGuard guard(db);
   SAFEX_RETURN_IF_ERROR(Exec(db, "BEGIN", "starting a read"));
-  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, SelectEventsSql(db, "")));
+  const std::string sql =
+      SelectEventsSql(db, "WHERE seq > ?1") + (limit > 0 ? " LIMIT " + std::to_string(limit) : "");
+  SAFEX_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db, sql));
+  SAFEX_RETURN_IF_ERROR(s.BindInt(1, after_seq));
   for (;;) {
     SAFEX_ASSIGN_OR_RETURN(bool have, s.Step());
     if (!have) break;

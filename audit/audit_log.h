@@ -230,6 +230,10 @@ class AuditLog {
   Result<RunDetail> GetRun(std::string_view run_id_or_prefix);
   // Every event in log order; stops at the first error `fn` returns.
   Status ForEachEvent(const std::function<Status(const EventRow&)>& fn);
+  // The events with seq > after_seq in log order, at most `limit` of them (0: all), read in one
+  // read transaction: what `safex audit ship` sends next.
+  Status ForEachEventAfter(int64_t after_seq, uint64_t limit,
+                           const std::function<Status(const EventRow&)>& fn);
   Result<uint64_t> EventCount();
 
   // Recomputes the whole chain and checks every stored checkpoint (and options.external), and

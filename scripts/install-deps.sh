@@ -20,12 +20,14 @@ BUILD_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3
   libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev libre2-dev libcap-dev
   clang libclang-rt-14-dev
+  libpq-dev  # fleet/: shipping audit logs to PostgreSQL
 )
 RUN_PKGS=(
   nftables iproute2 python3 nodejs procps util-linux ca-certificates
   python3-yaml  # tests/serve/api_contract_test.py reads docs/openapi.yaml
   systemd  # systemd-analyze: tests/serve checks packaging/safex.service (nothing is started)
   bubblewrap  # bench/native measures the native backend against it (never used by safex)
+  postgresql  # tests/fleet start a private cluster (initdb in a temp dir, its own socket)
 )
 
 missing=()

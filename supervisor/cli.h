@@ -22,6 +22,11 @@ using ProgramArgv = std::optional<std::vector<std::string>>;
 void RegisterRunCommand(CLI::App& app, int* exit_code, const ProgramArgv* program);
 // audit list|show|verify|checkpoint|export (cli_audit.cc).
 void RegisterAuditCommands(CLI::App& app, int* exit_code);
+// audit central init|enrol and audit ship: the fleet audit (cli_fleet.cc).
+void RegisterFleetCommands(CLI::App* audit_cmd, int* exit_code);
+// audit verify --central URL [--host NAME]: exit 0 intact, 1 broken, 3 unreadable.
+int VerifyCentralCommand(const std::string& url, const std::optional<std::string>& host,
+                         bool as_json);
 // serve: the host service on a Unix socket (cli_serve.cc). Root.
 void RegisterServeCommand(CLI::App& app, int* exit_code);
 // test: a policy's tests and the built-in probes, run for real (cli_test.cc). Root.

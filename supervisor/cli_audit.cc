@@ -731,7 +731,23 @@ void RegisterAuditCommands(CLI::App& app, int* exit_code) {
   verify->add_option("--checkpoint", *cp_file,
                      "a checkpoint file (from `checkpoint --out`) the log must still match");
   verify->add_flag("--no-integrity-check", *quick, "skip SQLite's PRAGMA integrity_check");
-  verify->callback([=] { *exit_code = DoVerify(*common, *cp_file, *quick); });
+  auto central = std::make_shared<std::string>();
+  auto central_host = std::make_shared<std::string>();
+  auto verify_json = std::make_shared<bool>(false);
+  verify->add_option("--central", *central,
+                     "verify the fleet's central database instead (a libpq URI or connection "
+                     "string): every enrolled log's chain and checkpoints");
+  verify->add_option("--host", *central_host, "with --central: only this host's log");
+  verify->add_flag("--json", *verify_json, "with --central: one JSON array of per-host reports");
+  verify->callback([=] {
+    if (central->empty()) {
+      *exit_code = DoVerify(*common, *cp_file, *quick);
+      return;
+    }
+    std::optional<std::string> host;
+    if (!central_host->empty()) host = *central_host;
+    *exit_code = VerifyCentralCommand(*central, host, *verify_json);
+  });
 
   auto out_file = std::make_shared<std::string>();
   CLI::App* checkpoint = audit_cmd->add_subcommand(
@@ -761,6 +777,8 @@ void RegisterAuditCommands(CLI::App& app, int* exit_code) {
       *exit_code = DoExport(*common, *format == "json");
     }
   });
+
+  RegisterFleetCommands(audit_cmd, exit_code);
 }
 
 }  // namespace safex::cli

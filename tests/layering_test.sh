@@ -11,6 +11,7 @@ declare -A allowed=(
   [compiler]="compiler dsl plan common"
   [drivers]="drivers plan common"
   [audit]="audit common"
+  [fleet]="fleet audit common"
 )
 bad=0
 for lib in "${!allowed[@]}"; do
