@@ -465,6 +465,38 @@ void Pool(const Statement& x, Diags& d, ServiceSettings& svc) {
   svc.pools.push_back(std::move(rule));
 }
 
+// audit_ship_to (the central database the service ships its audit log to, docs/audit.md
+// "Fleet") and audit_ship_interval. The address is a libpq connection string or URI; a password
+// in it is refused: the host config is no place for a secret (keep it in the service user's
+// .pgpass, or use peer authentication over a Unix socket).
+void AuditShip(std::string_view kw, const dsl::Value& v, Diags& d, ServiceSettings& svc) {
+  if (kw == "audit_ship_interval") {
+    auto t = ReadDuration(v, d, kw);
+    if (!t) return;
+    if (*t < 1'000'000'000ull || *t > 86400'000'000'000ull) {
+      d.Error("E023", v.span, "`audit_ship_interval` must be between 1s and 24h");
+      return;
+    }
+    svc.audit_ship_interval_ns = *t;
+    return;
+  }
+  auto text = ReadString(v, d, kw);
+  if (!text) return;
+  const size_t scheme = text->find("://");
+  const size_t at = text->find('@');
+  const bool uri_password =
+      scheme != std::string::npos && at != std::string::npos &&
+      text->substr(scheme + 3, at - scheme - 3).find(':') != std::string::npos;
+  if (text->empty() || text->find("password") != std::string::npos || uri_password) {
+    d.Error("E023", v.span,
+            text->empty() ? "`audit_ship_to` is empty" : "`audit_ship_to` must not hold a password",
+            "name the database only, e.g. \"host=/run/postgresql dbname=audit user=node1\"; "
+            "keep a password in the service user's .pgpass");
+    return;
+  }
+  svc.audit_ship_to = *text;
+}
+
 void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
   if (!ExpectBlock(s, d, "service")) return;
   static const std::vector<std::string_view> kKeys = {"policy_dir",
@@ -501,7 +533,9 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
                                                       "pool",
                                                       "pool_memory",
                                                       "max_sessions",
-                                                      "max_sessions_per_uid"};
+                                                      "max_sessions_per_uid",
+                                                      "audit_ship_to",
+                                                      "audit_ship_interval"};
   std::set<std::string> seen;
   for (const Statement& x : s.block) {
     std::string kw = Keyword(x, d);
@@ -528,6 +562,10 @@ void Service(const Statement& s, Diags& d, ServiceSettings& svc) {
     }
     if (!ExpectAssignment(x, d, kw)) continue;
     const dsl::Value& v = x.assigned;
+    if (kw == "audit_ship_to" || kw == "audit_ship_interval") {
+      AuditShip(kw, v, d, svc);
+      continue;
+    }
     if (kw == "policy_dir" || kw == "socket" || kw == "state_dir" || kw == "audit_db") {
       auto text = ReadString(v, d, kw);
       if (!text) continue;

@@ -83,6 +83,8 @@ struct NetworkSettings {
 //     pool "python-untrusted" { size = 4  max_idle = 10m }   # warm pool (docs/operating.md)
 //     pool_memory = 4GiB                   # pooled sandboxes' memory limits, all together
 //     max_sessions = 16   max_sessions_per_uid = 4   # live agent sessions (docs/api.md)
+//     audit_ship_to = "host=/run/postgresql dbname=audit user=node1"   # fleet audit; no password
+//     audit_ship_interval = 60s            # how often the audit log is shipped (docs/audit.md)
 //     allow "python-untrusted" { users = ["alice", 1001]  groups = ["ci"] }
 //     allow "*" { users = ["root"] }       # "*": every policy in policy_dir
 //   }
@@ -150,6 +152,10 @@ struct ServiceSettings {
   // Agent sessions (docs/api.md "Sessions"): live sessions of every caller, and of one uid.
   uint32_t max_sessions = 16;
   uint32_t max_sessions_per_uid = 4;
+  // The fleet audit (docs/audit.md "Fleet"): the central database this host's audit log is
+  // shipped to ("" = not shipped), and how often.
+  std::string audit_ship_to;
+  uint64_t audit_ship_interval_ns = 60'000'000'000ull;
 };
 
 struct HostConfig {

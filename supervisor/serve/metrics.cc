@@ -99,6 +99,21 @@ std::string Metrics::Render() const {
   line("# HELP safex_sessions_live Agent sessions open now.");
   line("# TYPE safex_sessions_live gauge");
   line("safex_sessions_live " + std::to_string(sessions_live.load()));
+  if (ship.enabled.load()) {
+    line("# HELP safex_audit_ship_lag_events Audit events the central database does not hold yet.");
+    line("# TYPE safex_audit_ship_lag_events gauge");
+    line("safex_audit_ship_lag_events " + std::to_string(ship.lag_events.load()));
+    line("# HELP safex_audit_ship_last_success_seconds When a ship last completed (unix time).");
+    line("# TYPE safex_audit_ship_last_success_seconds gauge");
+    line("safex_audit_ship_last_success_seconds " +
+         std::to_string(ship.last_success_ns.load() / 1000000000));
+    line("# HELP safex_audit_shipped_events_total Audit events shipped to the central database.");
+    line("# TYPE safex_audit_shipped_events_total counter");
+    line("safex_audit_shipped_events_total " + std::to_string(ship.shipped_events.load()));
+    line("# HELP safex_audit_ship_failures_total Ships that failed or found the log changed.");
+    line("# TYPE safex_audit_ship_failures_total counter");
+    line("safex_audit_ship_failures_total " + std::to_string(ship.failures.load()));
+  }
   line("# HELP safex_run_duration_seconds Wall time of a request in a worker.");
   line("# TYPE safex_run_duration_seconds histogram");
   uint64_t cumulative = 0;

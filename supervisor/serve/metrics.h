@@ -1,7 +1,9 @@
 // The daemon's counters, rendered in the Prometheus text format (GET /metrics):
 //   safex_runs_started_total, safex_runs_finished_total{verdict}, safex_requests_refused_total
 //   {reason}, safex_queue_depth, safex_runs_in_flight, safex_connections_open,
-//   safex_run_duration_seconds (histogram), safex_recovered_runs_total, safex_policy_compilations.
+//   safex_run_duration_seconds (histogram), safex_recovered_runs_total, safex_policy_compilations,
+//   and with audit_ship_to: safex_audit_ship_lag_events, safex_audit_ship_last_success_seconds,
+//   safex_audit_shipped_events_total, safex_audit_ship_failures_total.
 // Updated from any thread (atomics); Render() takes a consistent-enough snapshot.
 #pragma once
 
@@ -29,6 +31,16 @@ enum class RefusalReason {
 inline constexpr size_t kRefusalReasons = 9;
 const char* RefusalReasonName(RefusalReason r);
 
+// What /metrics shows of the audit shipper (audit_shipper.h), when the host config names a
+// central database.
+struct ShipMetrics {
+  std::atomic<bool> enabled{false};
+  std::atomic<int64_t> lag_events{0};       // node events the central does not hold yet
+  std::atomic<int64_t> last_success_ns{0};  // when a ship last completed (unix ns; 0: never)
+  std::atomic<uint64_t> shipped_events{0};  // events shipped since the service started
+  std::atomic<uint64_t> failures{0};        // ships that failed (or warned)
+};
+
 class Metrics {
  public:
   static constexpr std::array<double, 10> kBuckets = {0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600};
@@ -52,6 +64,7 @@ class Metrics {
   std::atomic<int64_t> buffered_bytes{0};
   std::atomic<uint64_t> sessions_opened{0};  // agent sessions opened (session_table.h)
   std::atomic<int64_t> sessions_live{0};     // set when rendered
+  ShipMetrics ship;
 
   std::string Render() const;
 

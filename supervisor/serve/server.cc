@@ -43,6 +43,7 @@
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
 #include "supervisor/serve/access.h"
+#include "supervisor/serve/audit_shipper.h"
 #include "supervisor/serve/base64.h"
 #include "supervisor/serve/http_parser.h"
 #include "supervisor/serve/live_events.h"
@@ -222,6 +223,8 @@ struct Server::Impl {
   std::condition_variable check_cv;
   bool stop_check = false;  // guarded by audit_mu
   std::thread check_thread;
+  // The fleet audit's shipper (audit_ship_to; null when not configured).
+  std::unique_ptr<AuditShipper> shipper;
 
   std::string AuditDamage() {
     std::lock_guard<std::mutex> l(audit_mu);
@@ -2025,6 +2028,8 @@ struct Server::Impl {
     }
     check_cv.notify_all();
     if (check_thread.joinable()) check_thread.join();
+    // Last: whatever the service recorded while stopping is shipped at the next start.
+    if (shipper) shipper->Stop();
   }
 };
 
@@ -2228,10 +2233,18 @@ Status OpenEventSources(Server::Impl& s, const std::optional<gid_t>& socket_gid)
   return Status::Ok();
 }
 
-// 7. The threads (workers, the side thread, the integrity checker).
+// 7. The threads (workers, the side thread, the integrity checker, the audit shipper).
 Status StartThreads(Server::Impl& s) {
   const compiler::ServiceSettings& svc = s.cfg.host.service;
-  (void)svc;
+  if (!svc.audit_ship_to.empty()) {
+    auto shipper = AuditShipper::Start(svc.audit_ship_to, svc.audit_db, svc.audit_ship_interval_ns,
+                                       &s.metrics.ship);
+    if (!shipper.ok()) {
+      unlink(svc.socket.c_str());
+      return shipper.status();
+    }
+    s.shipper = std::move(shipper).value();
+  }
   try {
     s.pool->Start();
     s.side_thread = std::thread([&s] { s.SideLoop(); });

@@ -128,6 +128,28 @@ TEST(ServiceConfigTest, Errors) {
   for (const char* b : bad) EXPECT_FALSE(ParseErrors(b).empty()) << b;
 }
 
+TEST(ServiceConfigTest, AuditShipping) {
+  compiler::HostConfig off = ParseOk("host { }");
+  EXPECT_EQ(off.service.audit_ship_to, "");
+  EXPECT_EQ(off.service.audit_ship_interval_ns, 60'000'000'000ull);
+  compiler::HostConfig h = ParseOk(R"(host { service {
+      audit_ship_to = "host=/run/postgresql dbname=audit user=node1"
+      audit_ship_interval = 15s
+  } })");
+  EXPECT_EQ(h.service.audit_ship_to, "host=/run/postgresql dbname=audit user=node1");
+  EXPECT_EQ(h.service.audit_ship_interval_ns, 15'000'000'000ull);
+  // A secret in the host config is refused, in either form libpq takes.
+  for (const char* bad :
+       {"host=db password=s3cret dbname=audit", "postgresql://node1:s3cret@db/audit", ""}) {
+    auto errors = ParseErrors(std::string("host { service { audit_ship_to = \"") + bad + "\" } }");
+    ASSERT_FALSE(errors.empty()) << bad;
+    EXPECT_EQ(errors[0].message.find("s3cret"), std::string::npos);
+  }
+  ParseOk(R"(host { service { audit_ship_to = "postgresql://node1@db/audit" } })");
+  ParseErrors("host { service { audit_ship_interval = 0s } }");
+  ParseErrors("host { service { audit_ship_interval = 2d } }");
+}
+
 TEST(AccessControlTest, RulesByUidGidAndSupplementaryGroup) {
   std::vector<compiler::AllowRule> rules(2);
   rules[0].policy = "python-untrusted";
