@@ -142,6 +142,8 @@ CREATE TRIGGER logs_no_truncate BEFORE TRUNCATE ON safex.logs
   FOR EACH STATEMENT EXECUTE FUNCTION safex.refuse_change();
 CREATE TRIGGER meta_no_change BEFORE UPDATE OR DELETE ON safex.meta
   FOR EACH ROW EXECUTE FUNCTION safex.refuse_change();
+CREATE TRIGGER meta_no_truncate BEFORE TRUNCATE ON safex.meta
+  FOR EACH STATEMENT EXECUTE FUNCTION safex.refuse_change();
 
 -- What a shipper needs to know and may not SELECT itself: where the central copy of its log
 -- ends (last event and its hash, last checkpoint), and the host and key it was enrolled with.
