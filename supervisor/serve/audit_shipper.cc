@@ -65,17 +65,25 @@ void AuditShipper::ShipOnce() {
   std::string problem;
   if (!rep.ok()) {
     problem = "shipping the audit log failed (retried every interval): " + rep.status().message();
+    metrics_->failures.fetch_add(1);
     if (auto head = log_->EventCount(); head.ok()) {
       metrics_->lag_events.store(static_cast<int64_t>(*head) - central_seq_);
     }
   } else {
+    // The central held more of this log at the last tick than now: someone deleted its newest
+    // events there (they were just shipped again, which hides it from verify --central).
+    if (rep->central_seq_before < central_seq_) {
+      problem = "the central database held events 1.." + std::to_string(central_seq_) +
+                " of this log, and now only 1.." + std::to_string(rep->central_seq_before) +
+                ": events were deleted there (shipped again now)";
+    }
     central_seq_ = rep->central_seq_after;
     metrics_->lag_events.store(rep->lag());
     metrics_->shipped_events.fetch_add(rep->events_shipped);
     metrics_->last_success_ns.store(NowNs());
     if (!rep->warning.empty()) problem = "shipping the audit log: " + rep->warning;
+    if (!problem.empty()) metrics_->failures.fetch_add(1);
   }
-  if (!problem.empty()) metrics_->failures.fetch_add(1);
   if (problem != last_problem_) {
     if (problem.empty()) {
       ServeLog("shipping the audit log works again");

@@ -75,6 +75,19 @@ TEST_F(ServeShipTest, TheServiceShipsItsAuditLogOnATimerAndReportsTheLag) {
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   EXPECT_TRUE((*rep)[0].ok) << (*rep)[0].problem;
 
+  // The owner deletes the newest shipped events at the central: the next tick ships them again
+  // and the service says what it saw.
+  ASSERT_EQ(fleet::testing::AsOwnerBypassingTriggers(
+                url, "DELETE FROM safex.events WHERE seq > " + std::to_string(*count - 2)),
+            "");
+  for (int i = 0; i < 100 && h_.log().find("events were deleted there") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(h_.log(), HasSubstr("of this log, and now only 1.." + std::to_string(*count - 2) +
+                                  ": events were deleted there"));
+  EXPECT_EQ(fleet::testing::Query(url, "SELECT count(*) FROM safex.events"),
+            std::to_string(*count));
+
   log->reset();
   EXPECT_EQ(h_.Stop(), 0);
   ExpectNoLeaks();
