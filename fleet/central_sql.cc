@@ -60,6 +60,11 @@ CREATE TABLE safex.checkpoints (
 // key: the second gets a unique violation and retries from the new head. UPDATE, DELETE and
 // TRUNCATE are refused for everyone, the owner included (who can still disable the triggers:
 // what verify --central is for).
+//
+// The last-seq lookups must use the primary key: a plan cached while the table looked empty (no
+// statistics yet: a fresh central, or a bulk first ship) would scan the whole table for every
+// row inserted, quadratic in the log's size. enable_seqscan = off, for these functions only,
+// keeps them on the index whatever the statistics say.
 constexpr char kTriggersSql[] = R"sql(
 CREATE FUNCTION safex.check_shipper(p_log_id text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = safex, pg_temp AS $$
@@ -77,7 +82,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION safex.events_append() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = safex, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = safex, pg_temp SET enable_seqscan = off AS $$
 DECLARE
   last bigint;
 BEGIN
@@ -92,7 +97,7 @@ BEGIN
 END $$;
 
 CREATE FUNCTION safex.checkpoints_append() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = safex, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = safex, pg_temp SET enable_seqscan = off AS $$
 DECLARE
   last bigint;
   pinned text;
