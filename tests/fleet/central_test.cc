@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "audit/canonical.h"
+#include "fleet/pg.h"
 #include "tests/fleet/fleet_test_util.h"
 
 namespace safex::fleet::testing {
@@ -85,8 +86,31 @@ TEST_F(CentralTest, EachRoleCanDoItsPartOnly) {
   ASSERT_TRUE(shipped.ok()) << shipped.status().message();
   EXPECT_EQ(shipped->events_shipped, 10u);
 
-  // A shipper cannot read other hosts' events, nor change what it sent.
+  // A shipper cannot read other hosts' events, nor change what it sent, nor say when it arrived,
+  // nor send anything but the next events, one by one or in a batch with a hole.
   const std::string ship_url = cluster_->Url(db, "rights_ship");
+  auto as_shipper = [&](const std::string& sql) {
+    auto c = internal::PgConn::Connect(ship_url);
+    return c.ok() ? (*c)->Run(sql) : c.status();
+  };
+  const std::string row = "('" + a.log->log_id() + "', %SEQ%, '\\x00', 'h')";
+  auto rows = [&](std::initializer_list<int> seqs) {
+    std::string out;
+    for (int q : seqs) {
+      std::string r = row;
+      r.replace(r.find("%SEQ%"), 5, std::to_string(q));
+      out += (out.empty() ? "" : ", ") + r;
+    }
+    return "INSERT INTO safex.events (log_id, seq, canonical, hash) VALUES " + out;
+  };
+  EXPECT_EQ(as_shipper(rows({12})).code(), Code::kFailedPrecondition);
+  const Status holed = as_shipper(rows({11, 13}));
+  EXPECT_NE(holed.message().find("are not the next ones"), std::string::npos) << holed.message();
+  EXPECT_EQ(as_shipper("INSERT INTO safex.events (log_id, seq, canonical, hash, shipped_at) "
+                       "VALUES ('" +
+                       a.log->log_id() + "', 11, '\\x00', 'h', now())")
+                .code(),
+            Code::kPermissionDenied);
   EXPECT_EQ(Query(ship_url, "SELECT count(*) FROM safex.events"), "");
   EXPECT_NE(cluster_->Sql("UPDATE safex.events SET verdict = 'ok'", db), "");
   // The auditor reads the views and changes nothing; the owner's UPDATE is refused too.
