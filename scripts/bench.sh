@@ -30,9 +30,10 @@ declare -A cmd=(
   [pool]="build/bench/serve/pool_bench $RUNS"
   [microvm_pool]="build/bench/microvm/microvm_pool_bench $RUNS"
   [session]="build/bench/serve/session_bench $RUNS"
+  [fleet]="build/bench/fleet/fleet_bench"
 )
 order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool microvm_pool
-  session)
+  session fleet)
 if (($#)); then order=("$@"); fi
 
 status=0
