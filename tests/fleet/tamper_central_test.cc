@@ -225,3 +225,34 @@ TEST_F(TamperCentralTest, ANodeRewritingShippedHistoryIsFound) {
 
 }  // namespace
 }  // namespace safex::fleet::testing
+
+namespace safex::fleet::testing {
+namespace {
+
+// verify --central reads a log a range of sequence numbers at a time: a deletion across the
+// boundary of two ranges, and one of a whole range, are found all the same.
+TEST_F(CentralTest, DeletionsAcrossVerifyPagesAreFound) {
+  Node n = MakeNode(dir_, "big");
+  n.log.reset();
+  audit::testing::BulkAppend(n.db, 16000, "bulk");  // 32000 events: four pages
+  n = MakeNode(dir_, "big");
+  ASSERT_TRUE(Enrol(url_, *EnrolmentOf(*n.log, n.key, "big")).ok());
+  ASSERT_TRUE(Ship(url_, *n.log, {}).ok());
+  auto first = VerifyCentral(url_, std::nullopt);
+  ASSERT_TRUE(first.ok() && (*first)[0].ok) << (*first)[0].problem;
+  EXPECT_EQ((*first)[0].events, 32000u);
+
+  ASSERT_EQ(AsOwnerBypassingTriggers(url_,
+                                     "DELETE FROM safex.events WHERE seq > 19990"
+                                     " AND seq <= 30005"),
+            "");
+  auto rep = VerifyCentral(url_, std::nullopt);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_FALSE((*rep)[0].ok);
+  EXPECT_EQ((*rep)[0].first_bad_seq, 19991);
+  EXPECT_NE((*rep)[0].problem.find("events 19991..30005 are missing"), std::string::npos)
+      << (*rep)[0].problem;
+}
+
+}  // namespace
+}  // namespace safex::fleet::testing
