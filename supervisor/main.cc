@@ -1,14 +1,16 @@
 // safex: run untrusted code under a verified policy. See docs/architecture.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
+#include "common/version.h"
 #include "supervisor/cli.h"
 #include "supervisor/cli_args.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"safex: run untrusted code under a verified policy", "safex"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "safex 0.1.0");
+  app.set_version_flag("--version", std::string("safex ") + safex::kSafexVersion);
   int exit_code = 0;
   // Security: the program's argv is cut off before CLI11 sees anything (cli_args.h).
   safex::cli::SplitCommandLine split = safex::cli::SplitAtSeparator(argc, argv);

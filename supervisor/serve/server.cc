@@ -33,6 +33,7 @@
 #include "common/fs_tree.h"
 #include "common/run_id.h"
 #include "common/sha256.h"
+#include "common/version.h"
 #include "common/strict_json.h"
 #include "common/utf8.h"
 #include "drivers/net/run_network.h"
@@ -70,7 +71,6 @@ constexpr uint64_t kSignalId = 3;
 constexpr uint64_t kFirstConnId = 16;
 constexpr size_t kMaxSideTasks = 1024;
 constexpr const char* kJson = "application/json";
-constexpr const char* kVersion = "0.1.0";
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -1040,7 +1040,7 @@ struct Server::Impl {
                            : !damage.empty() ? "audit-log-damaged"
                                              : "ok"},
                 {"audit_log", damage.empty() ? json("ok") : json(damage)},
-                {"version", kVersion},
+                {"version", kSafexVersion},
                 {"in_flight", metrics.in_flight.load()},
                 {"queued", metrics.queue_depth.load()},
                 {"max_concurrent", svc().max_concurrent},
