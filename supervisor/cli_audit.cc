@@ -27,7 +27,9 @@
 #include "audit/time_format.h"
 #include "audit/verdict.h"
 #include "common/unique_fd.h"
+#include "common/version.h"
 #include "supervisor/cli.h"
+#include "supervisor/cli_audit_verbs.h"
 
 namespace safex::cli {
 namespace {
@@ -36,20 +38,13 @@ using audit::AuditLog;
 using audit::AuditOptions;
 using nlohmann::json;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;  // verification failed, run not found
-constexpr int kExitUsage = 2;
-constexpr int kExitUnreadable = 3;
+using namespace audit_verbs;  // NOLINT: the verbs' exit statuses and PrintError
 
 struct CommonArgs {
   std::string db = audit::kDefaultDbPath;
   std::string key = audit::kDefaultKeyPath;
   bool key_given = false;
 };
-
-void PrintError(const std::string& msg) {
-  std::cerr << "safex audit: " << audit::EscapeForTerminal(msg) << "\n";
-}
 
 std::unique_ptr<AuditLog> OpenLog(const CommonArgs& c, bool write, int* exit_code) {
   AuditOptions opts;
@@ -606,9 +601,6 @@ int DoExport(const CommonArgs& c, bool as_json) {
   return kExitOk;
 }
 
-// This build's version, as `safex --version` says it (supervisor/main.cc).
-constexpr char kProductVersion[] = "0.1.0";
-
 // device.hostname of the events: the log is this host's (the log does not name its host).
 std::string HostName() {
   char name[256] = {};
@@ -627,7 +619,7 @@ int DoExportOcsf(const CommonArgs& c) {
     PrintError(runs.status().message());
     return kExitUnreadable;
   }
-  const audit::OcsfSource source{kProductVersion, HostName()};
+  const audit::OcsfSource source{kSafexVersion, HostName()};
   // ListRuns is newest first; a SIEM ingests in time order, as the log was written.
   for (auto it = runs->rbegin(); it != runs->rend() && std::cout; ++it) {
     std::cout << Dump(audit::OcsfEventFromRun(*it, source)) << "\n";

@@ -15,20 +15,14 @@
 #include "audit/text_escape.h"
 #include "fleet/central.h"
 #include "supervisor/cli.h"
+#include "supervisor/cli_audit_verbs.h"
 
 namespace safex::cli {
 namespace {
 
 using nlohmann::json;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitUnreadable = 3;
-
-void PrintError(const std::string& msg) {
-  std::cerr << "safex audit: " << audit::EscapeForTerminal(msg) << "\n";
-}
+using namespace audit_verbs;  // NOLINT: the verbs' exit statuses and PrintError
 
 struct FleetArgs {
   std::string url;
