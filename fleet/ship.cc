@@ -148,16 +148,17 @@ Status SendBatch(PgConn& db, const Batch& b) {
   return txn.Commit();
 }
 
-// The node's checkpoints after the central's last, as long as the central holds their events.
-Result<uint64_t> ShipCheckpoints(PgConn& db, audit::AuditLog& log, const ShipState& s,
-                                 int64_t shipped_seq) {
+// The node's checkpoints after the central's last, as long as the central holds their events
+// (up to s.last_seq, where the events just shipped end). No transaction when there are none.
+Result<uint64_t> ShipCheckpoints(PgConn& db, audit::AuditLog& log, const ShipState& s) {
   SAFEX_ASSIGN_OR_RETURN(auto cps, log.Checkpoints());
+  if (cps.size() <= static_cast<size_t>(s.last_ordinal)) return uint64_t{0};
   internal::PgTxn txn(&db);
   SAFEX_RETURN_IF_ERROR(txn.Begin());
   uint64_t n = 0;
   for (size_t i = static_cast<size_t>(s.last_ordinal); i < cps.size(); ++i) {
     const audit::Checkpoint& c = cps[i];
-    if (static_cast<int64_t>(c.event_count) > shipped_seq) break;
+    if (static_cast<int64_t>(c.event_count) > s.last_seq) break;
     SAFEX_RETURN_IF_ERROR(
         db.Exec("INSERT INTO safex.checkpoints (log_id, ordinal, event_count, head_hash, "
                 "time_ns, public_key, signature) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -219,7 +220,7 @@ Result<ShipReport> Ship(const std::string& url, audit::AuditLog& log, const Ship
   SAFEX_ASSIGN_OR_RETURN(rep.warning, CompareHead(log, s));
   SAFEX_RETURN_IF_ERROR(ShipEvents(*db, log, options, &s, &rep));
   rep.central_seq_after = s.last_seq;
-  SAFEX_ASSIGN_OR_RETURN(rep.checkpoints_shipped, ShipCheckpoints(*db, log, s, s.last_seq));
+  SAFEX_ASSIGN_OR_RETURN(rep.checkpoints_shipped, ShipCheckpoints(*db, log, s));
   return rep;
 }
 
