@@ -73,8 +73,7 @@ TEST_F(CentralTest, EachRoleCanDoItsPartOnly) {
   Node a = MakeNode(dir_, "a");
   AddRuns(&a, 5, "r");
   ASSERT_TRUE(Enrol(url_, *EnrolmentOf(*a.log, a.key, "a")).ok());
-  const std::string db =
-      url_.substr(url_.find("dbname=") + 7, url_.find(" user=") - url_.find("dbname=") - 7);
+  const std::string& db = db_;
 
   // Without the shipper's rights: refused before anything is written.
   auto none = Ship(cluster_->Url(db, "rights_none"), *a.log, {});
@@ -140,8 +139,7 @@ TEST_F(CentralTest, ALogEnrolledForOneShipperRefusesAnother) {
   auto e = EnrolmentOf(*a.log, a.key, "a");
   e->shipper = "pin_ship_a";
   ASSERT_TRUE(Enrol(url_, *e).ok());
-  const std::string db =
-      url_.substr(url_.find("dbname=") + 7, url_.find(" user=") - url_.find("dbname=") - 7);
+  const std::string& db = db_;
   auto other = Ship(cluster_->Url(db, "pin_ship_b"), *a.log, {});
   EXPECT_EQ(other.status().code(), Code::kPermissionDenied) << other.status().message();
   EXPECT_NE(other.status().message().find("may not ship"), std::string::npos);

@@ -80,6 +80,7 @@ void CentralTest::SetUp() {
   std::string name = std::string(info->test_suite_name()) + "_" + info->name();
   for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? std::tolower(c) : '_';
   name = name.substr(0, 60);  // PostgreSQL's identifiers: at most 63 bytes
+  db_ = name;
   url_ = cluster_->NewDatabase(name);
   ASSERT_FALSE(url_.empty()) << "cannot make database " << name;
   auto init = InitCentral(url_);

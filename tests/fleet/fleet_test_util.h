@@ -41,7 +41,8 @@ class CentralTest : public ::testing::Test {
  protected:
   void SetUp() override;
   safex::testing::PrivateCluster* cluster_ = nullptr;
-  std::string url_;
+  std::string db_;   // the test's database
+  std::string url_;  // ... as the superuser
   audit::testing::TempDir dir_;
 };
 
