@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compiler/compiler.h"
+#include "compiler/host_config_oci.h"
 #include "compiler/lower.h"
 #include "compiler/values.h"
 #include "dsl/parser.h"
@@ -727,6 +728,7 @@ const std::map<std::string, Section>& Sections() {
        [](const Statement& s, Diags& d, HostConfig& h) { ForbidMounts(s, d, h.ceilings); }},
       {"network", [](const Statement& s, Diags& d, HostConfig& h) { Network(s, d, h.network); }},
       {"service", [](const Statement& s, Diags& d, HostConfig& h) { Service(s, d, h.service); }},
+      {"oci", [](const Statement& s, Diags& d, HostConfig& h) { OciSection(s, d, h.oci); }},
   };
   return kSections;
 }

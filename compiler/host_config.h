@@ -158,12 +158,43 @@ struct ServiceSettings {
   uint64_t audit_ship_interval_ns = 60'000'000'000ull;
 };
 
+// The node's OCI runtime (`safex-oci`, driven by containerd's runc shim; docs/kubernetes.md).
+// Which policies a container may run under is the node operator's choice, made here per
+// Kubernetes namespace (read from containerd's io.kubernetes.cri.sandbox-namespace annotation,
+// never from a pod annotation); a pod's `safex.dev/policy` annotation only picks within the set.
+//   oci {
+//     policy_dir = "/etc/safex/policies"     # policy "name" -> <policy_dir>/<name>.policy
+//     audit_db = "/var/lib/safex/audit.db"
+//     audit_key = "/var/lib/safex/audit.key"
+//     state_dir = "/run/safex/oci"           # the containers' sandbox state (as --state-root)
+//     runc = "/usr/sbin/runc"                # a pod's sandbox (pause) container is handed to it
+//     namespace "agents" { policies = ["python-untrusted"]  default = "python-untrusted" }
+//     namespace "*" { policies = ["shell-untrusted"] }   # any other (and none: plain `ctr`)
+//   }
+// Without an `oci` section every container is refused.
+struct OciNamespaceRule {
+  std::string name;                   // a Kubernetes namespace ([a-z0-9-], at most 63) or "*"
+  std::vector<std::string> policies;  // policy names ([a-z0-9-]+), at least one
+  std::string default_policy;         // one of policies; "" : a pod must name one
+};
+
+struct OciSettings {
+  bool present = false;  // the host config has an `oci` section
+  std::string policy_dir = "/etc/safex/policies";
+  std::string audit_db = "/var/lib/safex/audit.db";
+  std::string audit_key = "/var/lib/safex/audit.key";
+  std::string state_dir = "/run/safex/oci";
+  std::string runc = "/usr/sbin/runc";
+  std::vector<OciNamespaceRule> namespaces;
+};
+
 struct HostConfig {
   plan::Ceilings ceilings = plan::DefaultCeilings();  // allowed_backends: the backends offered
   plan::BackendSettings backends;
   plan::CgroupSettings cgroups;
   NetworkSettings network;
   ServiceSettings service;
+  OciSettings oci;
 };
 
 // Parses host config text. Returns false and appends diagnostics (all of them) on error.

@@ -31,9 +31,10 @@ declare -A cmd=(
   [microvm_pool]="build/bench/microvm/microvm_pool_bench $RUNS"
   [session]="build/bench/serve/session_bench $RUNS"
   [fleet]="build/bench/fleet/fleet_bench"
+  [oci]="bench/oci/oci_bench.py 10"
 )
 order=(dsl compiler audit output gvisor run net net_gvisor microvm native serve api pool microvm_pool
-  session fleet)
+  session fleet oci)
 if (($#)); then order=("$@"); fi
 
 status=0

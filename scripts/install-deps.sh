@@ -28,6 +28,7 @@ RUN_PKGS=(
   systemd  # systemd-analyze: tests/serve checks packaging/safex.service (nothing is started)
   bubblewrap  # bench/native measures the native backend against it (never used by safex)
   postgresql  # tests/fleet start a private cluster (initdb in a temp dir, its own socket)
+  containerd  # tests/oci start their own containerd (temp config, socket) and drive safex-oci
 )
 
 missing=()

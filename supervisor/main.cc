@@ -1,13 +1,20 @@
 // safex: run untrusted code under a verified policy. See docs/architecture.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/version.h"
 #include "supervisor/cli.h"
 #include "supervisor/cli_args.h"
+#include "supervisor/oci/oci_runtime.h"
 
 int main(int argc, char** argv) {
+  // Started as safex-oci (a link to this binary): the OCI runtime, with runc's command line.
+  const char* slash = argc > 0 ? std::strrchr(argv[0], '/') : nullptr;
+  if (argc > 0 && std::strcmp(slash != nullptr ? slash + 1 : argv[0], "safex-oci") == 0) {
+    return safex::supervisor::oci::RunOciRuntime(argc, argv);
+  }
   CLI::App app{"safex: run untrusted code under a verified policy", "safex"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("safex ") + safex::kSafexVersion);

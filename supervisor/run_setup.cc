@@ -51,8 +51,13 @@ Status PrepareRunSetup(const RunSetupFlags& f, RunSetup* setup) {
     std::fprintf(stderr, "safex: warning: %s\n", st.message().c_str());
   }
 
-  SAFEX_RETURN_IF_ERROR(drivers::Backends::ApplyCgroupLimits(setup->host.cgroups));
-  setup->backends = drivers::Backends::Create(backends_config);
+  drivers::BackendsConfig run_backends = backends_config;
+  if (f.cgroup_parent.empty()) {
+    SAFEX_RETURN_IF_ERROR(drivers::Backends::ApplyCgroupLimits(setup->host.cgroups));
+  } else {
+    run_backends.cgroups.parent = f.cgroup_parent;
+  }
+  setup->backends = drivers::Backends::Create(run_backends);
   RunnerOptions options;
   options.state_root = f.state_root;
   options.backends = setup->backends.get();

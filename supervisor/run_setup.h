@@ -21,6 +21,10 @@ struct RunSetupFlags {
   std::string audit_key = audit::kDefaultKeyPath;
   std::string state_root = "/run/safex";
   std::string runsc;  // "" : the host config's backends { gvisor { runsc } }
+  // The cgroup the run's own goes below ("" : the host config's delegated `cgroups { parent }`).
+  // safex-oci sets the container's cgroupsPath, inside the pod's cgroup that kubelet accounts;
+  // the host's `cgroups { }` caps are then not written there (that cgroup is the pod's).
+  std::string cgroup_parent;
 };
 
 struct RunSetup {
