@@ -63,6 +63,7 @@ Status PrepareRunSetup(const RunSetupFlags& f, RunSetup* setup) {
   options.backends = setup->backends.get();
   options.records_dir = RecordsDirFor(f.audit_db);
   options.audit_db = f.audit_db;
+  options.sandboxes = f.sandboxes;
   setup->runner = std::make_unique<Runner>(std::move(options));
   return Status::Ok();
 }

@@ -25,6 +25,8 @@ struct RunSetupFlags {
   // safex-oci sets the container's cgroupsPath, inside the pod's cgroup that kubelet accounts;
   // the host's `cgroups { }` caps are then not written there (that cgroup is the pod's).
   std::string cgroup_parent;
+  // Sandboxes made ahead of their run (RunnerOptions::sandboxes); nullptr: none.
+  SandboxSource* sandboxes = nullptr;
 };
 
 struct RunSetup {

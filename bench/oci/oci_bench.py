@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`ctr run --rm` of /bin/true through safex-oci against the same through plain runsc, both under
+"""`ctr run --rm` of `/bin/busybox true` (the same static program in both) through safex-oci against the same through plain runsc, both under
 containerd's stock runc shim, interleaved in one run (docs/benchmarks.md, "Kubernetes runtime").
 The anchor is plain runsc under the same shim and the same private containerd
 (tests/oci/test_containerd.py's), so the ratio is the figure; absolute times depend on the
@@ -33,11 +33,11 @@ def main():
     try:
         c.start()
         timed(c, "warm-raw", t.RUNSC, ["/bin/busybox", "true"])  # first runs pay page-cache misses
-        timed(c, "warm-safex", t.SAFEX_OCI, ["/bin/true"])
+        timed(c, "warm-safex", t.SAFEX_OCI, ["/bin/busybox", "true"])
         raw, safex = [], []
         for i in range(runs):
             raw.append(timed(c, f"raw{i}", t.RUNSC, ["/bin/busybox", "true"]))
-            safex.append(timed(c, f"safex{i}", t.SAFEX_OCI, ["/bin/true"]))
+            safex.append(timed(c, f"safex{i}", t.SAFEX_OCI, ["/bin/busybox", "true"]))
     finally:
         c.stop()
     p50_raw, p50_safex = statistics.median(raw), statistics.median(safex)

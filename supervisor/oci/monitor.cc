@@ -26,13 +26,18 @@ sigset_t KillSignals() {
   return set;
 }
 
-// Reads the kill signals from a signalfd. Before the run starts a signal ends the monitor at
-// once (nothing ran, nothing to record); after, it cancels the run (RunSpec::cancel).
+// Reads the kill signals from a signalfd into the cancel flag. Before the run starts, a signal
+// also opens exec.fifo for reading: that ends the monitor's wait for `start` (WaitForStart),
+// which then sees killed_before_start() and abandons the container without a run.
 class SignalWatcher {
  public:
-  explicit SignalWatcher(int fd) : fd_(fd), thread_([this] { Loop(); }) { thread_.detach(); }
+  SignalWatcher(int fd, std::string fifo)
+      : fd_(fd), fifo_(std::move(fifo)), thread_([this] { Loop(); }) {
+    thread_.detach();
+  }
   const std::atomic<int>* cancel() const { return &cancel_; }
   void RunStarted() { started_ = true; }
+  bool killed_before_start() const { return killed_before_start_; }
 
  private:
   void Loop() {
@@ -43,14 +48,18 @@ class SignalWatcher {
         return;
       }
       int sig = si.ssi_signo == SIGUSR1 ? SIGKILL : static_cast<int>(si.ssi_signo);
-      if (!started_) _exit(128 + sig);
       int expected = 0;
       cancel_.compare_exchange_strong(expected, sig);
+      if (!started_) {
+        killed_before_start_ = true;
+        open(fifo_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // kept open until the exit
+      }
     }
   }
   int fd_;
+  std::string fifo_;
   std::atomic<int> cancel_{0};
-  std::atomic<bool> started_{false};
+  std::atomic<bool> started_{false}, killed_before_start_{false};
   std::thread thread_;
 };
 
@@ -104,12 +113,13 @@ class Forwarder {
   std::thread thread_;
 };
 
-// Blocks until `start` opens the fifo for reading, then hands it the byte it waits for.
-bool WaitForStart(const std::string& dir) {
-  std::string fifo = dir + "/exec.fifo";
-  int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+// Blocks until `start` opens the fifo for reading (or the watcher does, on a kill), then hands
+// it the byte it waits for. False: killed before start, or the fifo is gone.
+bool WaitForStart(const std::string& dir, const SignalWatcher& signals) {
+  int fd = open((dir + "/exec.fifo").c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   UniqueFd owner(fd);
+  if (signals.killed_before_start()) return false;
   return write(fd, "0", 1) == 1;
 }
 
@@ -143,26 +153,33 @@ void Report(const MonitorArgs& a, const RunReport& r, const std::string& termina
 }  // namespace
 
 void RunMonitor(const MonitorArgs& a, int ready_fd) {
-  // The kill signals are blocked (create blocked them before the fork) and read from a signalfd.
+  // The kill signals are blocked (create blocked them before the fork) and read from a signalfd;
+  // a write to a fifo whose reader went away is an error, not a SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t set = KillSignals();
   int sfd = signalfd(-1, &set, SFD_CLOEXEC);
   if (sfd < 0) _exit(kExitRefused);
-  SignalWatcher signals(sfd);
+  SignalWatcher signals(sfd, a.dir + "/exec.fifo");
   ssize_t ignored = write(ready_fd, "1", 1);
   (void)ignored;
   close(ready_fd);
 
-  if (!WaitForStart(a.dir)) _exit(kExitRefused);
-  signals.RunStarted();
-  std::string termination_log;
   RunReport report;
   {
-    Forwarder out;
-    report = RunContainer(
-        a, signals.cancel(), [&out](int which, std::string_view b) { out.Push(which, b); },
-        &termination_log);
-  }  // every byte of output is written before the verdict
-  Report(a, report, termination_log);
+    ContainerRun run(a);
+    run.Prepare(signals.cancel());
+    if (!WaitForStart(a.dir, signals)) {
+      run.Abandon("the container was killed or deleted before it started");
+      _exit(128 + (signals.cancel()->load() != 0 ? signals.cancel()->load() : SIGKILL));
+    }
+    signals.RunStarted();
+    {
+      Forwarder out;
+      report =
+          run.Run(signals.cancel(), [&out](int which, std::string_view b) { out.Push(which, b); });
+    }  // every byte of output is written before the verdict
+    Report(a, report, run.termination_log());
+  }  // the container's cgroup is removed
   _exit(report.exit_status);
 }
 

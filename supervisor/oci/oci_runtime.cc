@@ -1,6 +1,7 @@
 #include "supervisor/oci/oci_runtime.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -189,16 +190,19 @@ int Start(const Global& g, const std::string& id) {
   }
   int fd = open((dir + "/exec.fifo").c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Fail(g, "cannot start container " + id + ": " + strerror(errno));
-  // The byte stays in the fifo once written, even if the monitor has ended since (a refusal
-  // takes it a few milliseconds): read first, then ask whether it is still there to write it.
+  // The monitor writes its byte once the container's sandbox is booted (which may take a while
+  // on a loaded node) and exits soon after when it refuses the container; the byte stays in
+  // the fifo, so it is read before the monitor's liveness is asked.
   char byte = 0;
   bool got = false;
-  for (int i = 0; i < 500 && !got; ++i) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!got && std::chrono::steady_clock::now() < until) {
+    struct pollfd p = {fd, POLLIN, 0};
+    poll(&p, 1, 50);
     got = read(fd, &byte, 1) == 1;
-    if (got || !MonitorAlive(*r)) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!got && !MonitorAlive(*r)) got = read(fd, &byte, 1) == 1;
+    if (!got && !MonitorAlive(*r)) break;
   }
-  if (!got) got = read(fd, &byte, 1) == 1;
   close(fd);
   if (!got) return Fail(g, "cannot start container " + id + ": its monitor did not answer");
   int m = open((dir + "/started").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -241,6 +241,13 @@ class ContainerdTest(unittest.TestCase):
         purpose, verdict, status, policy, _ = self.containerd.runs()[-1]
         self.assertEqual((verdict, status, policy), ("ok", 0, "oci-test"))
         self.assertEqual(purpose, "oci container hello")
+        # The program was handed to the sandbox create had booted, which served this run alone.
+        db = sqlite3.connect(f"file:{self.containerd.audit_db}?mode=ro", uri=True)
+        evidence = db.execute("SELECT enforcement FROM runs ORDER BY start_seq DESC LIMIT 1"
+                              ).fetchone()[0]
+        db.close()
+        sandbox = [f for f in json.loads(evidence)["fields"] if f["name"] == "sandbox"]
+        self.assertTrue(sandbox and sandbox[0]["observed"].startswith("pooled "), evidence)
         self.assertNothingLeft("hello")
 
     def test_the_exit_status_is_the_programs(self):
@@ -315,6 +322,132 @@ class ContainerdTest(unittest.TestCase):
         r = subprocess.run([SAFEX, "audit", "verify", "--audit-db", self.containerd.audit_db],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+class RuntimeContractTest(unittest.TestCase):
+    """safex-oci's runc contract driven directly, as a shim would, over a bundle of its own: the
+    states a container goes through, and the paths a shim takes that `ctr run` does not (a kill
+    before start, a forced delete of a running container)."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_or_skip()
+        cls.node = Containerd()  # only for its node files (policies, host config, rootfs)
+        cls.node.write_node()
+        cls.root = os.path.join(cls.node.dir, "oci-root")
+        cls.bundle = os.path.join(cls.node.dir, "bundle")
+        os.makedirs(cls.bundle)
+        os.symlink(cls.node.rootfs, os.path.join(cls.bundle, "rootfs"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.node.dir, ignore_errors=True)
+        for path in glob.glob("/sys/fs/cgroup/*/safex-oci-contract"):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+    def oci(self, *args):
+        env = dict(os.environ, SAFEX_HOST_CONFIG=self.node.host_config)
+        return subprocess.run([SAFEX_OCI, "--root", self.root, *args], capture_output=True,
+                              text=True, env=env, timeout=120)
+
+    def create(self, cid, argv):
+        spec = {"ociVersion": "1.0.2",
+                "process": {"args": argv, "cwd": "/", "env": ["PATH=/bin"]},
+                "root": {"path": "rootfs"},
+                "linux": {"namespaces": [{"type": t} for t in
+                                         ("pid", "ipc", "uts", "mount", "network")],
+                          "cgroupsPath": f"/safex-oci-contract/{cid}"}}
+        with open(os.path.join(self.bundle, "config.json"), "w") as f:
+            json.dump(spec, f)
+        pid_file = os.path.join(self.node.dir, f"{cid}.pid")
+        # The container's stdio: /dev/null here (a shim passes its pipes).
+        with open(os.devnull, "r+") as null:
+            r = subprocess.run([SAFEX_OCI, "--root", self.root, "create", "--bundle", self.bundle,
+                                "--pid-file", pid_file, cid], stdin=null, stdout=null,
+                               stderr=null, timeout=120,
+                               env=dict(os.environ, SAFEX_HOST_CONFIG=self.node.host_config))
+        self.assertEqual(r.returncode, 0)
+        with open(pid_file) as f:
+            return int(f.read())
+
+    def state(self, cid):
+        r = self.oci("state", cid)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def sandbox_events(self):
+        db = sqlite3.connect(f"file:{self.node.audit_db}?mode=ro", uri=True)
+        try:
+            return db.execute("SELECT purpose, reason FROM events WHERE kind = 'sandbox' "
+                              "ORDER BY seq").fetchall()
+        finally:
+            db.close()
+
+    def wait_gone(self, pid):
+        for _ in range(200):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ")[1].startswith("Z"):
+                        return
+            except FileNotFoundError:
+                return
+            time.sleep(0.05)
+        self.fail(f"monitor {pid} still running")
+
+    def test_a_container_killed_before_start_runs_nothing_and_leaves_nothing(self):
+        pid = self.create("early", ["/bin/echo", "never"])
+        st = self.state("early")
+        self.assertEqual((st["status"], st["pid"], st["bundle"]), ("created", pid, self.bundle))
+        # Killed once its sandbox is booted and waiting (create boots it, as runc's create sets
+        # a container up), so that the sandbox's end is recorded too.
+        made = len([e for e in self.sandbox_events() if e[0] == "made"])
+        for _ in range(600):
+            if len([e for e in self.sandbox_events() if e[0] == "made"]) > made:
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.oci("kill", "early", "KILL").returncode, 0)
+        self.wait_gone(pid)
+        self.assertEqual(self.state("early")["status"], "stopped")
+        self.assertEqual(self.oci("start", "early").returncode, 1)
+        r = self.oci("delete", "early")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotEqual(self.oci("state", "early").returncode, 0)
+        self.assertEqual(glob.glob("/sys/fs/cgroup/*/safex-oci-contract/early*"), [])
+        self.assertEqual(glob.glob(os.path.join(self.root, "early")), [])
+        # The sandbox booted at create ended unused, and says why.
+        self.assertEqual(self.sandbox_events()[-1],
+                         ("evicted", "the container was killed or deleted before it started"))
+        r = subprocess.run([SAFEX, "audit", "verify", "--audit-db", self.node.audit_db],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_a_forced_delete_ends_a_running_container(self):
+        pid = self.create("long", ["/bin/sleep", "60"])
+        self.assertEqual(self.oci("start", "long").returncode, 0)
+        self.assertEqual(self.state("long")["status"], "running")
+        r = self.oci("delete", "long")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("running", r.stderr)
+        r = self.oci("delete", "--force", "long")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.wait_gone(pid)
+        self.assertEqual(glob.glob("/sys/fs/cgroup/*/safex-oci-contract/long*"), [])
+        self.assertEqual(subprocess.run(["pgrep", "-f", "runsc"], capture_output=True).stdout,
+                         b"")
+
+    def test_unsupported_commands_and_signals_are_refused_clearly(self):
+        r = self.oci("exec", "x")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("does not support `exec`", r.stderr)
+        r = self.oci("--log-format", "json", "create", "--console-socket", "/x", "--bundle",
+                     self.bundle, "tty")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("terminal", json.loads(r.stderr.splitlines()[-1])["msg"])
+        self.assertIn('"cgroup"', self.oci("features").stdout)
+        self.assertIn("spec: 1.0.2", self.oci("--version").stdout)
 
 
 if __name__ == "__main__":
