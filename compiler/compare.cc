@@ -29,6 +29,7 @@ class Comparer {
     Egress();
     Env();
     Caller();
+    Container();
     Session();
     Seccomp();
     Validators();
@@ -251,6 +252,32 @@ class Comparer {
     };
     diff(n_.caller.env, o_.caller.env, "caller.env", "environment variable");
     diff(n_.caller.cwd, o_.caller.cwd, "caller.cwd", "working directory under");
+  }
+
+  // Container images: a list where the extended policy had none tightens; an image the extended
+  // policy's list did not allow, or no list where it had one, loosens (E098).
+  void Container() {
+    const auto& now = n_.container.images;
+    const auto& was = o_.container.images;
+    if (was.empty()) {
+      if (!now.empty()) Add(Effect::kTightens, "", "container.images", "limits the images");
+      return;
+    }
+    if (now.empty()) {
+      Add(Effect::kLoosens, "E098", "container.images", "allows any image");
+      return;
+    }
+    for (const std::string& i : now) {
+      plan::ContainerRules old_rules{was};
+      if (!plan::ImageAllowed(old_rules, i)) {
+        Add(Effect::kLoosens, "E098", "container.images", "allows image " + i);
+      }
+    }
+    for (const std::string& i : was) {
+      if (std::find(now.begin(), now.end(), i) == now.end()) {
+        Add(Effect::kTightens, "", "container.images", "no longer allows image " + i);
+      }
+    }
   }
 
   // Sessions: allowing them where the extended policy did not, or longer or more commands, lets a

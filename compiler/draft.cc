@@ -77,6 +77,10 @@ plan::Plan Build(const Draft& d, std::map<std::string, Origin>* origins) {
   };
   if (d.caller_env)
     p.caller.env = sorted(d.caller_env->value), note("caller.env", d.caller_env->origin);
+  if (d.container_images) {
+    p.container.images = sorted(d.container_images->value);
+    note("container.images", d.container_images->origin);
+  }
   if (d.caller_cwd)
     p.caller.cwd = sorted(d.caller_cwd->value), note("caller.cwd", d.caller_cwd->origin);
   if (d.session) {

@@ -56,6 +56,8 @@ struct Draft {
   std::map<std::string, Set<std::string>> env;
   // `caller { env = [...] cwd = [...] }`: what a caller of the service may choose per run.
   std::optional<Set<std::vector<std::string>>> caller_env, caller_cwd;
+  // `container { images = [...] }`: the images safex-oci may run this policy's containers from.
+  std::optional<Set<std::vector<std::string>>> container_images;
   // `session { max_execs = 100  idle_timeout = 5m  max_lifetime = 1h }`: sessions allowed (the
   // block was written, here or in an ancestor), each bound from its closest statement.
   std::optional<Set<bool>> session;

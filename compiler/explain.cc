@@ -119,6 +119,12 @@ std::string Explain(const plan::Plan& p) {
   if (p.caller.cwd.empty()) line("  no working directory");
   for (const std::string& d : p.caller.cwd) line("  a working directory at or below " + d);
   line("");
+  line("Container images (safex-oci, docs/kubernetes.md)");
+  if (p.container.images.empty()) line("  any image");
+  for (const std::string& i : p.container.images) {
+    line(i.back() == '*' ? "  any image named " + i : "  " + i);
+  }
+  line("");
   line("Sessions (several commands of one caller's task in one sandbox)");
   if (!p.session.allowed) {
     line("  not allowed: every request starts from a fresh sandbox");

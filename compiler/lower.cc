@@ -84,7 +84,7 @@ class Lowerer {
       static const std::vector<std::string_view> kKeywords = {
           "trust",   "isolation", "limits",   "rootfs",   "mount",   "unmount",
           "network", "env",       "syscalls", "validate", "outputs", "process",
-          "gvisor",  "microvm",   "test",     "caller",   "session"};
+          "gvisor",  "microvm",   "test",     "caller",   "session", "container"};
       bool known = false;
       for (auto k : kKeywords) known |= kw == k;
       if (!known) {
@@ -133,6 +133,8 @@ class Lowerer {
         Caller(s);
       else if (kw == "session")
         Session(s);
+      else if (kw == "container")
+        Container(s);
       active_.reset();
     }
   }
@@ -340,6 +342,35 @@ class Lowerer {
       }
       (kw == "env" ? draft_.caller_env : draft_.caller_cwd) =
           Set<std::vector<std::string>>{std::move(values), Here(x)};
+    });
+  }
+
+  // `container { images = ["docker.io/library/python:3.12", "registry.example.com/agents/*"] }`:
+  // the images `safex-oci` may run containers of this policy from (plan.h, ContainerRules).
+  void Container(const Statement& s) {
+    if (!ExpectBlock(s, d_, "container")) return;
+    std::map<std::string, dsl::Span> seen;
+    Each(s, [&](const Statement& x) {
+      std::string kw = Keyword(x, d_);
+      if (kw.empty()) return;
+      if (kw != "images") {
+        UnknownKeyword(x, d_, kw, "`container`", {"images"});
+        return;
+      }
+      if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
+      const auto* items = ReadList(x.assigned, d_, "container images");
+      if (items == nullptr) return;
+      std::vector<std::string> values;
+      for (const dsl::Value& v : *items) {
+        auto text = ReadString(v, d_, "an image name");
+        if (text) values.push_back(*text);
+      }
+      if (values.empty()) {
+        d_.Error("E023", x.assigned.span, "`images` lists no image",
+                 "list the images allowed, or leave `container` out to allow any");
+        return;
+      }
+      draft_.container_images = Set<std::vector<std::string>>{std::move(values), Here(x)};
     });
   }
 

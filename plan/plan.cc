@@ -4,6 +4,20 @@
 
 namespace safex::plan {
 
+bool ImageAllowed(const ContainerRules& rules, const std::string& image) {
+  for (const std::string& entry : rules.images) {
+    if (!entry.empty() && entry.back() == '*') {
+      if (image.compare(0, entry.size() - 1, entry, 0, entry.size() - 1) == 0 &&
+          image.size() >= entry.size() - 1) {
+        return true;
+      }
+    } else if (entry == image) {
+      return true;
+    }
+  }
+  return false;
+}
+
 const char* TrustName(Trust t) { return t == Trust::kTrusted ? "trusted" : "untrusted"; }
 
 const char* BackendName(Backend b) {

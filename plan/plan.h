@@ -132,6 +132,17 @@ struct CallerChoices {
 // task (a session, docs/policy-language.md `session`), and for how long. Not allowed: every
 // request starts from nothing. In the JSON only when allowed, so plans without it keep their
 // digests.
+// What `safex-oci` (docs/kubernetes.md) lets a container of this policy be: the images it may
+// come from, by name as containerd passes it (io.kubernetes.cri.image-name; a digest never
+// reaches the runtime). Each entry is a name, or a prefix ending in `*`. Empty: any image. In
+// the JSON only when non-empty, so plans without it keep their digests.
+struct ContainerRules {
+  std::vector<std::string> images;  // sorted, unique
+  bool empty() const { return images.empty(); }
+};
+// Whether `image` is one of `rules.images` (exact, or after a `*` entry's prefix).
+bool ImageAllowed(const ContainerRules& rules, const std::string& image);
+
 struct SessionLimits {
   bool allowed = false;
   uint32_t max_execs = 0;         // commands one session may run
@@ -178,6 +189,7 @@ struct Plan {
   // directories its working directory may be (or be below). In the JSON only when non-empty, so
   // plans without them keep their digests.
   CallerChoices caller;
+  ContainerRules container;
   SessionLimits session;
   Seccomp seccomp;
   std::vector<Validator> validators;

@@ -137,6 +137,7 @@ Json ToJson(const Plan& p) {
   for (const auto& [k, v] : p.env) env[k] = v;
   j["env"] = std::move(env);
   if (!p.caller.empty()) j["caller"] = Json{{"env", p.caller.env}, {"cwd", p.caller.cwd}};
+  if (!p.container.empty()) j["container"] = Json{{"images", p.container.images}};
   if (p.session.allowed) {
     j["session"] = Json{{"max_execs", p.session.max_execs},
                         {"idle_timeout_ns", p.session.idle_timeout_ns},
@@ -454,6 +455,11 @@ Plan FromJson(const Json& j, std::string* err) {
     Reader c(*r.Field("caller"), "caller", err);
     p.caller.env = c.StringList("env");
     p.caller.cwd = c.StringList("cwd");
+    c.Done();
+  }
+  if (r.Has("container")) {
+    Reader c(*r.Field("container"), "container", err);
+    p.container.images = c.StringList("images");
     c.Done();
   }
   if (r.Has("session")) {

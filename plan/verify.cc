@@ -51,6 +51,7 @@ class Checker {
     CheckEgress();
     CheckEnv();
     CheckCaller();
+    CheckContainer();
     CheckSession();
     CheckSeccomp();
     CheckValidators();
@@ -462,6 +463,26 @@ class Checker {
     for (const std::string& d : cwd) {
       if (!IsNormalAbsolutePath(d)) {
         Add("E083", "caller.cwd", "\"" + d + "\" is not an absolute, normalised path");
+      }
+    }
+  }
+
+  // Image names (plan.h, ContainerRules): sorted and unique, printable without spaces, at most
+  // 512 bytes, a `*` only as the last character (a prefix), never a bare `*` (write no list).
+  void CheckContainer() {
+    const auto& images = p_.container.images;
+    if (images.size() > 256) Add("E089", "container.images", "more than 256 images");
+    if (!std::is_sorted(images.begin(), images.end()) ||
+        std::adjacent_find(images.begin(), images.end()) != images.end()) {
+      Add("E097", "container.images", "image names must be sorted and unique");
+    }
+    for (const std::string& i : images) {
+      bool printable = !i.empty() && i.size() <= 512;
+      for (char c : i) printable = printable && c > ' ' && c < 0x7f;
+      size_t star = i.find('*');
+      if (!printable || (star != std::string::npos && star + 1 != i.size()) || i == "*") {
+        Add("E097", "container.images",
+            "\"" + i + "\" is not an image name, or a prefix ending in a single `*`");
       }
     }
   }

@@ -108,6 +108,22 @@ void Limits(const ContainerSpec& spec, const plan::Plan& plan, SpecCheck& c) {
   }
 }
 
+// The policy's image allowlist (plan.container), against the name containerd's CRI passes; a
+// container whose image is not named (plain `ctr`) cannot be shown to be one of them.
+void Image(const ContainerSpec& spec, const plan::Plan& plan, SpecCheck& c) {
+  if (plan.container.empty()) return;
+  std::string image = PodIdentityOf(spec).image;
+  std::string list;
+  for (const std::string& i : plan.container.images) list += (list.empty() ? "" : ", ") + i;
+  if (image.empty()) {
+    c.refusals.push_back("the policy allows only the images " + list +
+                         ", and the container's image is not named (no "
+                         "io.kubernetes.cri.image-name annotation)");
+  } else if (!plan::ImageAllowed(plan.container, image)) {
+    c.refusals.push_back("image " + image + " is not one the policy allows (" + list + ")");
+  }
+}
+
 // Environment and working directory: what the plan lets a caller choose is taken from the spec.
 void Process(const ContainerSpec& spec, const plan::Plan& plan, SpecCheck& c) {
   for (const std::string& kv : spec.env) {
@@ -178,6 +194,7 @@ SpecCheck CheckSpec(const ContainerSpec& spec, const plan::Plan& plan,
   }
   Mounts(spec, plan, c);
   Limits(spec, plan, c);
+  Image(spec, plan, c);
   Process(spec, plan, c);
   return c;
 }

@@ -2,7 +2,8 @@
 // runs under. The plan decides everything the sandbox is (limits, mounts, seccomp, user, network,
 // read-only root); the spec may ask for no more than it allows. What the spec asks beyond the
 // plan is refused, never silently dropped: privileged or added capabilities, devices, host
-// namespaces, host mounts the policy does not have, limits above the policy's. What kubelet
+// namespaces, host mounts the policy does not have, limits above the policy's, an image the
+// policy's `container { images }` does not list. What kubelet
 // always adds is treated as docs/kubernetes.md says (notes name each one for the run's log).
 #pragma once
 

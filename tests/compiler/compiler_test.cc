@@ -284,6 +284,41 @@ TEST(CompilerTest, SessionsAreAllowedOnlyByASessionBlock) {
   EXPECT_THAT(CodesOnly(inverted), ElementsAre("E095")) << RenderAll(inverted);
 }
 
+// `container { images = [...] }`: sorted into the plan, absent from plans without it, explained;
+// an extending policy may narrow the list but not add an image its base did not allow (E098);
+// a malformed name is E097, an empty list E023.
+TEST(CompilerTest, ContainerImagesAreAnAllowlistThatOnlyNarrows) {
+  TempDir dir;
+  auto none = Compile(dir.Write("none.policy", Policy("none")));
+  ASSERT_TRUE(none.ok()) << RenderAll(none);
+  EXPECT_EQ(plan::ToCanonicalJson(*none.plan).find("\"container\""), std::string::npos);
+  EXPECT_THAT(Explain(*none.plan), HasSubstr("Container images (safex-oci"));
+
+  auto base = Compile(dir.Write("base.policy", Policy("base", R"(  container {
+    images = ["registry.example.com/agents/*", "docker.io/library/python:3.12"]
+  }
+)")));
+  ASSERT_TRUE(base.ok()) << RenderAll(base);
+  EXPECT_EQ(
+      base.plan->container.images,
+      (std::vector<std::string>{"docker.io/library/python:3.12", "registry.example.com/agents/*"}));
+  EXPECT_THAT(Explain(*base.plan), HasSubstr("any image named registry.example.com/agents/*"));
+  auto narrower = Compile(
+      dir.Write("narrow.policy",
+                Policy("narrow", "  container { images = [\"registry.example.com/agents/a:1\"] }\n",
+                       "base")));
+  EXPECT_TRUE(narrower.ok()) << RenderAll(narrower);
+  auto wider = Compile(
+      dir.Write("wide.policy",
+                Policy("wide", "  container { images = [\"docker.io/library/*\"] }\n", "base")));
+  EXPECT_THAT(CodesOnly(wider), ElementsAre("E098")) << RenderAll(wider);
+  auto bad =
+      Compile(dir.Write("bad.policy", Policy("bad", "  container { images = [\"a*b\"] }\n")));
+  EXPECT_THAT(CodesOnly(bad), ElementsAre("E097")) << RenderAll(bad);
+  auto empty = Compile(dir.Write("empty.policy", Policy("empty", "  container { images = [] }\n")));
+  EXPECT_THAT(CodesOnly(empty), ElementsAre("E023")) << RenderAll(empty);
+}
+
 TEST(CompilerTest, OverridesAreRecordedAndWarned) {
   TempDir dir;
   dir.Write("base.policy", Policy("base"));

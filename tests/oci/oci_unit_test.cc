@@ -63,7 +63,7 @@ bool NeverHost(const std::string&, const std::string&) { return false; }
 
 SpecCheck Check(const nlohmann::json& j) { return CheckSpec(Parsed(j), Plan(), NeverHost); }
 
-TEST(OciSpecTest, AnOrdinaryContainerIsAcceptedAndWhatThePolicyDecidesIsSaid) {
+TEST(ContainerSpecCheckTest, AnOrdinaryContainerIsAcceptedAndWhatThePolicyDecidesIsSaid) {
   SpecCheck c = Check(OrdinarySpec());
   EXPECT_THAT(c.refusals, IsEmpty());
   EXPECT_EQ(c.env, (std::map<std::string, std::string>{{"LANG", "C"}}));
@@ -76,7 +76,7 @@ TEST(OciSpecTest, AnOrdinaryContainerIsAcceptedAndWhatThePolicyDecidesIsSaid) {
   EXPECT_THAT(notes, HasSubstr("seccomp: the policy's filter applies"));
 }
 
-TEST(OciSpecTest, PrivilegedAndAddedCapabilitiesAreRefused) {
+TEST(ContainerSpecCheckTest, PrivilegedAndAddedCapabilitiesAreRefused) {
   nlohmann::json j = OrdinarySpec();
   j["process"]["capabilities"]["bounding"].push_back("CAP_SYS_ADMIN");
   EXPECT_THAT(Check(j).refusals.at(0), HasSubstr("adds capabilities beyond a container's default: "
@@ -88,7 +88,7 @@ TEST(OciSpecTest, PrivilegedAndAddedCapabilitiesAreRefused) {
   EXPECT_THAT(Check(j).refusals.at(0), HasSubstr("is privileged"));
 }
 
-TEST(OciSpecTest, HostNamespacesAreRefused) {
+TEST(ContainerSpecCheckTest, HostNamespacesAreRefused) {
   nlohmann::json j = OrdinarySpec();
   j["linux"]["namespaces"].erase(4);  // network: ctr run --net-host
   EXPECT_THAT(Check(j).refusals.at(0), HasSubstr("host network"));
@@ -107,14 +107,14 @@ TEST(OciSpecTest, HostNamespacesAreRefused) {
   EXPECT_THAT(c.notes.front(), HasSubstr("joins the pod's network namespace"));
 }
 
-TEST(OciSpecTest, RealNamespaceFilesAreCompared) {
+TEST(ContainerSpecCheckTest, RealNamespaceFilesAreCompared) {
   EXPECT_TRUE(IsHostNamespaceFile("network", "/proc/self/ns/net"));
   EXPECT_TRUE(IsHostNamespaceFile("network", "/proc/" + std::to_string(getpid()) + "/ns/net"));
   EXPECT_TRUE(IsHostNamespaceFile("network", "/nonexistent/ns"));  // unreadable: not trusted
   EXPECT_FALSE(IsHostNamespaceFile("user", "/proc/1/ns/user"));    // not one that is checked
 }
 
-TEST(OciSpecTest, DevicesTerminalsAndHostMountsAreRefused) {
+TEST(ContainerSpecCheckTest, DevicesTerminalsAndHostMountsAreRefused) {
   nlohmann::json j = OrdinarySpec();
   j["linux"]["devices"] = {{{"path", "/dev/kvm"}, {"type", "c"}, {"major", 10}, {"minor", 232}}};
   EXPECT_THAT(Check(j).refusals.at(0), HasSubstr("adds devices (/dev/kvm)"));
@@ -132,7 +132,7 @@ TEST(OciSpecTest, DevicesTerminalsAndHostMountsAreRefused) {
   EXPECT_THAT(Check(j).refusals, IsEmpty());
 }
 
-TEST(OciSpecTest, WhatKubeletAlwaysAddsIsTreatedAsDocumented) {
+TEST(ContainerSpecCheckTest, WhatKubeletAlwaysAddsIsTreatedAsDocumented) {
   nlohmann::json j = OrdinarySpec();
   for (const char* dst : {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/shm",
                           "/var/run/secrets/kubernetes.io/serviceaccount"}) {
@@ -155,7 +155,7 @@ TEST(OciSpecTest, WhatKubeletAlwaysAddsIsTreatedAsDocumented) {
   EXPECT_THAT(notes, HasSubstr("/dev/shm: not bound"));
 }
 
-TEST(OciSpecTest, LimitsAboveThePolicysAreRefused) {
+TEST(ContainerSpecCheckTest, LimitsAboveThePolicysAreRefused) {
   nlohmann::json j = OrdinarySpec();
   j["linux"]["resources"]["memory"] = {{"limit", 1ll << 30}};
   j["linux"]["resources"]["pids"] = {{"limit", 1000}};
@@ -172,7 +172,25 @@ TEST(OciSpecTest, LimitsAboveThePolicysAreRefused) {
   EXPECT_THAT(Check(j).refusals, IsEmpty());
 }
 
-TEST(OciSpecTest, MalformedSpecsAreErrorsNotCrashes) {
+TEST(ContainerSpecCheckTest, ThePolicysImageListIsChecked) {
+  plan::Plan p = Plan();
+  p.container.images = {"docker.io/library/python:3.12", "registry.example.com/agents/*"};
+  nlohmann::json j = OrdinarySpec();
+  EXPECT_THAT(CheckSpec(Parsed(j), p, NeverHost).refusals.at(0),
+              HasSubstr("the container's image is not named"));
+  for (const char* ok : {"docker.io/library/python:3.12", "registry.example.com/agents/a:1"}) {
+    j["annotations"]["io.kubernetes.cri.image-name"] = ok;
+    EXPECT_THAT(CheckSpec(Parsed(j), p, NeverHost).refusals, IsEmpty()) << ok;
+  }
+  for (const char* bad : {"docker.io/library/python:3.13", "registry.example.com/agentsx/a",
+                          "registry.example.com/agents"}) {
+    j["annotations"]["io.kubernetes.cri.image-name"] = bad;
+    EXPECT_THAT(CheckSpec(Parsed(j), p, NeverHost).refusals.at(0),
+                HasSubstr(std::string("image ") + bad + " is not one the policy allows"));
+  }
+}
+
+TEST(ContainerSpecCheckTest, MalformedSpecsAreErrorsNotCrashes) {
   EXPECT_FALSE(ParseContainerSpec("").ok());
   EXPECT_FALSE(ParseContainerSpec("[]").ok());
   EXPECT_FALSE(ParseContainerSpec(R"({"process": {"args": []}})").ok());

@@ -38,6 +38,10 @@ OTHER_POLICY = """policy "oci-other" extends "base-untrusted" {
   limits { wall_time = 10s }
 }
 """
+IMAGES_POLICY = """policy "oci-images" extends "base-untrusted" {
+  container { images = ["registry.example.com/agents/*"] }
+}
+"""
 
 
 def require_or_skip():
@@ -82,6 +86,8 @@ class Containerd:
             f.write(POLICY)
         with open(os.path.join(policies, "oci-other.policy"), "w") as f:
             f.write(OTHER_POLICY)
+        with open(os.path.join(policies, "oci-images.policy"), "w") as f:
+            f.write(IMAGES_POLICY)
         with open(self.host_config, "w") as f:
             f.write(f"""host {{
   oci {{
@@ -89,7 +95,7 @@ class Containerd:
     audit_db = "{self.audit_db}"
     audit_key = "{self.dir}/audit.key"
     state_dir = "{self.dir}/sandboxes"
-    namespace "*" {{ policies = ["oci-test", "oci-other"]  default = "oci-test" }}
+    namespace "*" {{ policies = ["oci-test", "oci-other", "oci-images"]  default = "oci-test" }}
   }}
 }}
 """)
@@ -284,7 +290,7 @@ class ContainerdTest(unittest.TestCase):
                                 flags=("--annotation", "safex.dev/policy=no-such-policy"))
         self.assertEqual(r.returncode, 125, r.stderr)
         self.assertIn('policy "no-such-policy" is not allowed for a container outside '
-                      'Kubernetes; it may use: oci-test, oci-other', r.stderr)
+                      'Kubernetes; it may use: oci-test, oci-other, oci-images', r.stderr)
         self.assertEqual(self.containerd.runs()[-1][1], "refused")
 
     def test_the_annotation_picks_an_allowed_policy(self):
@@ -292,6 +298,19 @@ class ContainerdTest(unittest.TestCase):
                                 flags=("--annotation", "safex.dev/policy=oci-other"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.containerd.runs()[-1][3], "oci-other")
+
+    def test_the_policys_image_list_is_checked(self):
+        pick = ("--annotation", "safex.dev/policy=oci-images")
+        r = self.containerd.run("img-ok", "/bin/echo", "listed", flags=pick + (
+            "--annotation", "io.kubernetes.cri.image-name=registry.example.com/agents/a:1"))
+        self.assertEqual((r.returncode, r.stdout), (0, "listed\n"), r.stderr)
+        r = self.containerd.run("img-bad", "/bin/echo", "never", flags=pick + (
+            "--annotation", "io.kubernetes.cri.image-name=docker.io/library/busybox:1"))
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn("image docker.io/library/busybox:1 is not one the policy allows", r.stderr)
+        r = self.containerd.run("img-none", "/bin/echo", "never", flags=pick)
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn("the container's image is not named", r.stderr)
 
     def test_ctr_task_kill_stops_it(self):
         c = self.containerd

@@ -67,6 +67,18 @@ TEST(PlanJsonTest, SessionLimitsRoundTripAndAreAbsentWhenNotAllowed) {
   EXPECT_NE(PlanDigest(*back), PlanDigest(ValidPlan()));
 }
 
+TEST(PlanJsonTest, ContainerImagesRoundTripAndAreAbsentWhenEmpty) {
+  Plan p = ValidPlan();
+  EXPECT_EQ(ToCanonicalJson(p).find("\"container\""), std::string::npos);
+  p.container.images = {"docker.io/library/python:3.12", "registry.example.com/agents/*"};
+  auto back = PlanFromJson(ToCanonicalJson(p));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->container.images, p.container.images);
+  EXPECT_TRUE(ImageAllowed(back->container, "registry.example.com/agents/x:1"));
+  EXPECT_FALSE(ImageAllowed(back->container, "docker.io/library/python:3.13"));
+  EXPECT_NE(PlanDigest(*back), PlanDigest(ValidPlan()));
+}
+
 TEST(PlanJsonTest, CallerChoicesRoundTripAndAreAbsentWhenEmpty) {
   Plan p = ValidPlan();
   const std::string without = ToCanonicalJson(p);
