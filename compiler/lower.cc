@@ -333,16 +333,24 @@ class Lowerer {
         return;
       }
       if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
-      const auto* items = ReadList(x.assigned, d_, kw == "env" ? "caller env" : "caller cwd");
-      if (items == nullptr) return;
-      std::vector<std::string> values;
-      for (const dsl::Value& v : *items) {
-        auto text = ReadString(v, d_, kw == "env" ? "a variable name" : "a directory");
-        if (text) values.push_back(*text);
-      }
-      (kw == "env" ? draft_.caller_env : draft_.caller_cwd) =
-          Set<std::vector<std::string>>{std::move(values), Here(x)};
+      auto values = Strings(x, kw == "env" ? "caller env" : "caller cwd",
+                            kw == "env" ? "a variable name" : "a directory");
+      if (values) (kw == "env" ? draft_.caller_env : draft_.caller_cwd) = std::move(*values);
     });
+  }
+
+  // `key = ["a", "b"]` of statement x: its strings where it is a list of strings (each item
+  // that is not is an error), set here.
+  std::optional<Set<std::vector<std::string>>> Strings(const Statement& x, const char* what,
+                                                       const char* item) {
+    const auto* items = ReadList(x.assigned, d_, what);
+    if (items == nullptr) return std::nullopt;
+    std::vector<std::string> values;
+    for (const dsl::Value& v : *items) {
+      auto text = ReadString(v, d_, item);
+      if (text) values.push_back(*text);
+    }
+    return Set<std::vector<std::string>>{std::move(values), Here(x)};
   }
 
   // `container { images = ["docker.io/library/python:3.12", "registry.example.com/agents/*"] }`:
@@ -358,19 +366,13 @@ class Lowerer {
         return;
       }
       if (!Once(seen, kw, x) || !ExpectAssignment(x, d_, kw)) return;
-      const auto* items = ReadList(x.assigned, d_, "container images");
-      if (items == nullptr) return;
-      std::vector<std::string> values;
-      for (const dsl::Value& v : *items) {
-        auto text = ReadString(v, d_, "an image name");
-        if (text) values.push_back(*text);
-      }
-      if (values.empty()) {
+      auto values = Strings(x, "container images", "an image name");
+      if (values && values->value.empty()) {
         d_.Error("E023", x.assigned.span, "`images` lists no image",
                  "list the images allowed, or leave `container` out to allow any");
         return;
       }
-      draft_.container_images = Set<std::vector<std::string>>{std::move(values), Here(x)};
+      if (values) draft_.container_images = std::move(*values);
     });
   }
 

@@ -23,6 +23,9 @@ fi
 # The binary: a new inode (install removes the old file and writes a new one), so a running daemon keeps its
 # old image until it is restarted.
 install -D -m 0755 "$build/safex" /usr/local/bin/safex
+# safex-oci, the OCI runtime for containerd's runc shim (docs/kubernetes.md): the same binary,
+# which acts by the name it was started as.
+ln -sf safex /usr/local/bin/safex-oci
 # The launcher (first process of every gVisor run; runs are refused without it) and the built-in
 # probes of `safex test --builtin`: each alone in a root-owned directory, which is bind-mounted
 # read-only into sandboxes.

@@ -17,6 +17,8 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 }
 
 // The pod's identity as the run's recorded purpose: what an auditor filters runs of a pod by.
+// In a pod, it also says that the pod's sandbox (pause) container was not safex's: runc ran it
+// unchanged (oci_runtime.cc, HandToRunc).
 std::string Purpose(const MonitorArgs& a) {
   PodIdentity p = PodIdentityOf(a.spec);
   std::string s = "oci container " + a.id;
@@ -24,6 +26,9 @@ std::string Purpose(const MonitorArgs& a) {
     s += " pod " + p.kube_namespace + "/" + p.pod + " container " + p.container;
   }
   if (!p.image.empty()) s += " image " + p.image;
+  if (!p.sandbox_id.empty()) {
+    s += "; the pod's sandbox container " + p.sandbox_id + " ran under runc unchanged";
+  }
   return s;
 }
 

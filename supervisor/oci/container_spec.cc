@@ -146,6 +146,7 @@ PodIdentity PodIdentityOf(const ContainerSpec& s) {
   p.container = Annotation(s, "io.kubernetes.cri.container-name");
   p.image = Annotation(s, "io.kubernetes.cri.image-name");
   p.container_type = Annotation(s, "io.kubernetes.cri.container-type");
+  p.sandbox_id = Annotation(s, "io.kubernetes.cri.sandbox-id");
   return p;
 }
 

@@ -63,6 +63,7 @@ struct PodIdentity {
   std::string container;       // io.kubernetes.cri.container-name
   std::string image;           // io.kubernetes.cri.image-name
   std::string container_type;  // io.kubernetes.cri.container-type: "sandbox" or "container"
+  std::string sandbox_id;      // io.kubernetes.cri.sandbox-id: the pod's sandbox container
   bool IsPodSandbox() const { return container_type == "sandbox"; }
 };
 PodIdentity PodIdentityOf(const ContainerSpec& spec);

@@ -124,6 +124,7 @@ pid_t StartMonitor(const MonitorArgs& args) {
 }
 
 int Create(const Global& g, const CreateFlags& f) {
+  if (geteuid() != 0) return Fail(g, "safex-oci create needs root (cgroups, sandbox state)");
   if (Status st = CheckContainerId(f.id); !st.ok()) return Fail(g, st.message());
   if (!f.console_socket.empty()) {
     return Fail(g, "a terminal (--console-socket) is refused: no safex policy allows one");
@@ -145,7 +146,15 @@ int Create(const Global& g, const CreateFlags& f) {
   args.host = std::move(*host);
   auto spec = LoadContainerSpec(bundle);
   if (!spec.ok()) return Fail(g, spec.status().message());
-  if (PodIdentityOf(*spec).IsPodSandbox()) HandToRunc(g, args.host.oci.runc);
+  if (PodIdentityOf(*spec).IsPodSandbox()) {
+    // Only what a pause container is: kubelet's /pause and nothing added. The annotation is
+    // containerd's CRI's own (a node must not pass io.kubernetes.cri.* through from pods).
+    if (spec->args != std::vector<std::string>{"/pause"} || !spec->devices.empty()) {
+      return Fail(g, "a pod sandbox container must run /pause and add no devices");
+    }
+    LogOf(g).Info(f.id + ": a pod's sandbox (pause) container: handed to runc unchanged");
+    HandToRunc(g, args.host.oci.runc);
+  }
   if (spec->terminal) return Fail(g, "a terminal is refused: no safex policy allows one");
   args.spec = std::move(*spec);
 

@@ -63,14 +63,19 @@ bool NeverHost(const std::string&, const std::string&) { return false; }
 
 SpecCheck Check(const nlohmann::json& j) { return CheckSpec(Parsed(j), Plan(), NeverHost); }
 
+std::string Lines(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& line : v) out += line + "\n";
+  return out;
+}
+
 TEST(ContainerSpecCheckTest, AnOrdinaryContainerIsAcceptedAndWhatThePolicyDecidesIsSaid) {
   SpecCheck c = Check(OrdinarySpec());
   EXPECT_THAT(c.refusals, IsEmpty());
   EXPECT_EQ(c.env, (std::map<std::string, std::string>{{"LANG", "C"}}));
   EXPECT_EQ(c.env_not_passed, std::vector<std::string>{"PATH"});
   EXPECT_EQ(c.cwd, "");  // "/" is not a directory the plan lets a caller choose
-  std::string notes;
-  for (const auto& n : c.notes) notes += n + "\n";
+  const std::string notes = Lines(c.notes);
   EXPECT_THAT(notes, HasSubstr("user 0: the policy's uid"));
   EXPECT_THAT(notes, HasSubstr("capabilities: none are granted"));
   EXPECT_THAT(notes, HasSubstr("seccomp: the policy's filter applies"));
@@ -148,8 +153,7 @@ TEST(ContainerSpecCheckTest, WhatKubeletAlwaysAddsIsTreatedAsDocumented) {
   SpecCheck c = Check(j);
   EXPECT_THAT(c.refusals, IsEmpty());
   EXPECT_EQ(c.termination_log, "/var/lib/kubelet/pods/x/containers/c/1234");
-  std::string notes;
-  for (const auto& n : c.notes) notes += n + "\n";
+  const std::string notes = Lines(c.notes);
   EXPECT_THAT(notes, HasSubstr("/var/run/secrets/kubernetes.io/serviceaccount: kept out"));
   EXPECT_THAT(notes, HasSubstr("/etc/resolv.conf: not bound"));
   EXPECT_THAT(notes, HasSubstr("/dev/shm: not bound"));
@@ -214,6 +218,25 @@ ContainerSpec InNamespace(const std::string& ns, const std::string& policy) {
   if (!ns.empty()) s.annotations["io.kubernetes.cri.sandbox-namespace"] = ns;
   if (!policy.empty()) s.annotations[kPolicyAnnotation] = policy;
   return s;
+}
+
+TEST(ContainerSpecCheckTest, ThePodsIdentityComesFromTheCriAnnotations) {
+  nlohmann::json j = OrdinarySpec();
+  j["annotations"]["io.kubernetes.cri.sandbox-namespace"] = "agents";
+  j["annotations"]["io.kubernetes.cri.sandbox-name"] = "task-1";
+  j["annotations"]["io.kubernetes.cri.container-name"] = "task";
+  j["annotations"]["io.kubernetes.cri.image-name"] = "registry.example.com/agents/a:1";
+  j["annotations"]["io.kubernetes.cri.container-type"] = "container";
+  j["annotations"]["io.kubernetes.cri.sandbox-id"] = "abc123";
+  PodIdentity p = PodIdentityOf(Parsed(j));
+  EXPECT_EQ(p.kube_namespace, "agents");
+  EXPECT_EQ(p.pod, "task-1");
+  EXPECT_EQ(p.container, "task");
+  EXPECT_EQ(p.image, "registry.example.com/agents/a:1");
+  EXPECT_EQ(p.sandbox_id, "abc123");
+  EXPECT_FALSE(p.IsPodSandbox());
+  j["annotations"]["io.kubernetes.cri.container-type"] = "sandbox";
+  EXPECT_TRUE(PodIdentityOf(Parsed(j)).IsPodSandbox());
 }
 
 TEST(OciPolicyChoiceTest, TheNamespaceDecidesThePodOnlyPicksWithin) {

@@ -95,6 +95,7 @@ class Containerd:
     audit_db = "{self.audit_db}"
     audit_key = "{self.dir}/audit.key"
     state_dir = "{self.dir}/sandboxes"
+    namespace "agents" {{ policies = ["oci-other"]  default = "oci-other" }}
     namespace "*" {{ policies = ["oci-test", "oci-other", "oci-images"]  default = "oci-test" }}
   }}
 }}
@@ -133,7 +134,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
         self.log = open(os.path.join(self.dir, "containerd.log"), "w")
         self.proc = subprocess.Popen(["containerd", "--config", config], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        for _ in range(200):
+        for _ in range(600):  # up to 30 s on a loaded machine
             if self.ctr("version").returncode == 0:
                 return
             if self.proc.poll() is not None:
@@ -311,6 +312,45 @@ class ContainerdTest(unittest.TestCase):
         r = self.containerd.run("img-none", "/bin/echo", "never", flags=pick)
         self.assertEqual(r.returncode, 125, r.stderr)
         self.assertIn("the container's image is not named", r.stderr)
+
+    def test_a_pods_container_runs_under_its_namespaces_policy_and_is_named(self):
+        """A container as containerd's CRI plugin annotates it (kubelet's pod, on paper here)."""
+        cri = ("--annotation", "io.kubernetes.cri.container-type=container",
+               "--annotation", "io.kubernetes.cri.sandbox-namespace=agents",
+               "--annotation", "io.kubernetes.cri.sandbox-name=task-1",
+               "--annotation", "io.kubernetes.cri.sandbox-id=pause1234",
+               "--annotation", "io.kubernetes.cri.container-name=task",
+               "--annotation", "io.kubernetes.cri.image-name=registry.example.com/agents/a:1")
+        r = self.containerd.run("podc", "/bin/echo", "in a pod", flags=cri)
+        self.assertEqual((r.returncode, r.stdout), (0, "in a pod\n"), r.stderr)
+        purpose, verdict, _, policy, _ = self.containerd.runs()[-1]
+        self.assertEqual((verdict, policy), ("ok", "oci-other"))
+        self.assertEqual(purpose, "oci container podc pod agents/task-1 container task image "
+                         "registry.example.com/agents/a:1; the pod's sandbox container pause1234 "
+                         "ran under runc unchanged")
+        # Its namespace's rule allows oci-other only: the pod cannot pick the "*" rule's.
+        r = self.containerd.run("podd", "/bin/echo", "never",
+                                flags=cri + ("--annotation", "safex.dev/policy=oci-test"))
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn('policy "oci-test" is not allowed for namespace agents', r.stderr)
+
+    def test_a_pods_sandbox_container_is_handed_to_runc(self):
+        pause = ("--annotation", "io.kubernetes.cri.container-type=sandbox")
+        # Only a pause container: anything else typed "sandbox" is refused, not run by runc.
+        r = self.containerd.run("notpause", "/bin/busybox", "true", flags=pause)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("must run /pause", r.stderr)
+        os.symlink("bin/busybox", os.path.join(self.containerd.rootfs, "pause"))
+        try:
+            before = len(self.containerd.runs())
+            r = self.containerd.run("pause", "/pause", flags=pause)
+        finally:
+            os.unlink(os.path.join(self.containerd.rootfs, "pause"))
+        # runc ran the rootfs's /pause (busybox, which has no applet of that name), in the
+        # rootfs and not under a policy: no run of safex's was recorded.
+        self.assertEqual(r.returncode, 127, r.stderr)
+        self.assertIn("applet not found", r.stderr)
+        self.assertEqual(len(self.containerd.runs()), before)
 
     def test_ctr_task_kill_stops_it(self):
         c = self.containerd
