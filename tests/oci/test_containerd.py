@@ -412,10 +412,11 @@ class RuntimeContractTest(unittest.TestCase):
         return subprocess.run([SAFEX_OCI, "--root", self.root, *args], capture_output=True,
                               text=True, env=env, timeout=120)
 
-    def create(self, cid, argv):
+    def create(self, cid, argv, mounts=()):
         spec = {"ociVersion": "1.0.2",
                 "process": {"args": argv, "cwd": "/", "env": ["PATH=/bin"]},
                 "root": {"path": "rootfs"},
+                "mounts": list(mounts),
                 "linux": {"namespaces": [{"type": t} for t in
                                          ("pid", "ipc", "uts", "mount", "network")],
                           "cgroupsPath": f"/safex-oci-contract/{cid}"}}
@@ -496,6 +497,30 @@ class RuntimeContractTest(unittest.TestCase):
         self.assertEqual(glob.glob("/sys/fs/cgroup/*/safex-oci-contract/long*"), [])
         self.assertEqual(subprocess.run(["pgrep", "-f", "runsc"], capture_output=True).stdout,
                          b"")
+
+    def test_the_verdict_is_written_to_kubelets_termination_log(self):
+        log = os.path.join(self.node.dir, "termination-log")
+        open(log, "w").close()  # kubelet makes it empty, per container
+        mount = {"destination": "/dev/termination-log", "type": "bind", "source": log,
+                 "options": ["rbind", "rw"]}
+        pid = self.create("verdict", ["/bin/sh", "-c", "exit 3"], mounts=[mount])
+        self.assertEqual(self.oci("start", "verdict").returncode, 0)
+        self.wait_gone(pid)
+        self.assertEqual(self.oci("delete", "verdict").returncode, 0)
+        with open(log) as f:
+            message = json.load(f)["safex"]
+        self.assertEqual((message["verdict"], message["exit_status"], message["policy"]),
+                         ("nonzero-exit", 3, "oci-test"))
+        # A file that is not kubelet's empty one (say, a host file a volume put at that path) is
+        # never written.
+        with open(log, "w") as f:
+            f.write("host data\n")
+        pid = self.create("verdict2", ["/bin/true"], mounts=[mount])
+        self.assertEqual(self.oci("start", "verdict2").returncode, 0)
+        self.wait_gone(pid)
+        self.assertEqual(self.oci("delete", "verdict2").returncode, 0)
+        with open(log) as f:
+            self.assertEqual(f.read(), "host data\n")
 
     def test_unsupported_commands_and_signals_are_refused_clearly(self):
         r = self.oci("exec", "x")
