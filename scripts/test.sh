@@ -22,6 +22,7 @@ bash scripts/build.sh
 # the machine-wide leak checker (one core is mostly idle meanwhile), and a nice-19 compile takes
 # almost nothing from them on a core they want. Its output is shown at the end (or on failure).
 san_log=$(mktemp /tmp/sxtest-san.XXXXXX)
+trap 'rm -f "$san_log"' EXIT  # on every way out, failures included (their tail is shown first)
 # Its own session (setsid), so that a failure of the tests can stop it with everything it started.
 setsid bash -c '
   set -e
@@ -57,7 +58,6 @@ if ! wait "$san"; then
   exit 1
 fi
 grep -E '^(fuzz: |Done |== )' "$san_log" || true
-rm -f "$san_log"
 
 # The containment suite runs alone: among its host checks are the free space and free inodes of
 # the host's filesystems and time bounds on its runs, which the sanitizer build (writing its
