@@ -28,16 +28,20 @@ sigset_t KillSignals() {
 
 // Reads the kill signals from a signalfd into the cancel flag. Before the run starts, a signal
 // also opens exec.fifo for reading: that ends the monitor's wait for `start` (WaitForStart),
-// which then sees killed_before_start() and abandons the container without a run.
+// which then sees killed_before_start() and abandons the container without a run. The fifo is
+// reopened through an O_PATH descriptor taken at the start, so that this works even when the
+// container's directory is gone (a shim or an operator removed it).
 class SignalWatcher {
  public:
-  SignalWatcher(int fd, std::string fifo)
-      : fd_(fd), fifo_(std::move(fifo)), thread_([this] { Loop(); }) {
+  SignalWatcher(int fd, const std::string& fifo)
+      : fd_(fd), fifo_(open(fifo.c_str(), O_PATH | O_CLOEXEC)), thread_([this] { Loop(); }) {
     thread_.detach();
   }
   const std::atomic<int>* cancel() const { return &cancel_; }
   void RunStarted() { started_ = true; }
   bool killed_before_start() const { return killed_before_start_; }
+  // The fifo by its descriptor: the same inode whatever happened to its path since.
+  std::string fifo_path() const { return "/proc/self/fd/" + std::to_string(fifo_.get()); }
 
  private:
   void Loop() {
@@ -52,12 +56,13 @@ class SignalWatcher {
       cancel_.compare_exchange_strong(expected, sig);
       if (!started_) {
         killed_before_start_ = true;
-        open(fifo_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // kept open until the exit
+        std::string self = "/proc/self/fd/" + std::to_string(fifo_.get());
+        open(self.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // kept open until the exit
       }
     }
   }
   int fd_;
-  std::string fifo_;
+  UniqueFd fifo_;
   std::atomic<int> cancel_{0};
   std::atomic<bool> started_{false}, killed_before_start_{false};
   std::thread thread_;
@@ -115,8 +120,8 @@ class Forwarder {
 
 // Blocks until `start` opens the fifo for reading (or the watcher does, on a kill), then hands
 // it the byte it waits for. False: killed before start, or the fifo is gone.
-bool WaitForStart(const std::string& dir, const SignalWatcher& signals) {
-  int fd = open((dir + "/exec.fifo").c_str(), O_WRONLY | O_CLOEXEC);
+bool WaitForStart(const SignalWatcher& signals) {
+  int fd = open(signals.fifo_path().c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   UniqueFd owner(fd);
   if (signals.killed_before_start()) return false;
@@ -164,23 +169,27 @@ void RunMonitor(const MonitorArgs& a, int ready_fd) {
   (void)ignored;
   close(ready_fd);
 
-  RunReport report;
+  int status = 0;
   {
     ContainerRun run(a);
     run.Prepare(signals.cancel());
-    if (!WaitForStart(a.dir, signals)) {
+    if (!WaitForStart(signals)) {
       run.Abandon("the container was killed or deleted before it started");
-      _exit(128 + (signals.cancel()->load() != 0 ? signals.cancel()->load() : SIGKILL));
+      int sig = signals.cancel()->load();
+      status = 128 + (sig != 0 ? sig : SIGKILL);
+    } else {
+      signals.RunStarted();
+      RunReport report;
+      {
+        Forwarder out;
+        report = run.Run(signals.cancel(),
+                         [&out](int which, std::string_view b) { out.Push(which, b); });
+      }  // every byte of output is written before the verdict
+      Report(a, report, run.termination_log());
+      status = report.exit_status;
     }
-    signals.RunStarted();
-    {
-      Forwarder out;
-      report =
-          run.Run(signals.cancel(), [&out](int which, std::string_view b) { out.Push(which, b); });
-    }  // every byte of output is written before the verdict
-    Report(a, report, run.termination_log());
-  }  // the container's cgroup is removed
-  _exit(report.exit_status);
+  }  // the container's cgroup is removed, run or not
+  _exit(status);
 }
 
 }  // namespace safex::supervisor::oci
