@@ -49,14 +49,22 @@ TEST_F(NativeTest, AConcurrentRunCannotSignalPtraceOrReadAnother) {
   victim.argv = {"/bin/sh", "-c", "sleep 3; echo survived"};
   Result<RunResult> victim_result = Status::Internal("not run");
   std::thread t([&] { victim_result = driver_->Run(p, victim); });
-  std::vector<std::string> pids;
-  for (int i = 0; i < 100 && pids.empty(); ++i) {
+  // The target is a process of the victim's that already runs as the victim's own host uid: a
+  // process found earlier may still be root, between its placement in the run's cgroup and its
+  // switch to the run's ids (CI once saw uid 0 there).
+  std::string target, victim_uid;
+  for (int i = 0; i < 150 && target.empty(); ++i) {
     std::this_thread::sleep_for(20ms);
-    pids = HostPids(victim.run_id);
+    for (const std::string& pid : HostPids(victim.run_id)) {
+      std::string uid = HostUidOf(pid);
+      if (!uid.empty() && uid != "0") {
+        target = pid;
+        victim_uid = uid;
+        break;
+      }
+    }
   }
-  ASSERT_FALSE(pids.empty()) << "the victim's sandbox never appeared";
-  const std::string target = pids.front();
-  const std::string victim_uid = HostUidOf(target);
+  ASSERT_FALSE(target.empty()) << "the victim's sandbox never ran as its own uid";
 
   // The attacker knows the victim's host pid and tries everything a same-host process could.
   const std::string script =
