@@ -195,6 +195,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.b
 
     def runs(self):
         """The audit log's runs, oldest first: (purpose, verdict, exit_code, policy, state)."""
+        if not os.path.exists(self.audit_db):
+            return []  # no container has opened it yet (a test run alone, before any other)
         db = sqlite3.connect(f"file:{self.audit_db}?mode=ro", uri=True)
         try:
             return db.execute(
@@ -346,10 +348,13 @@ class ContainerdTest(unittest.TestCase):
             r = self.containerd.run("pause", "/pause", flags=pause)
         finally:
             os.unlink(os.path.join(self.containerd.rootfs, "pause"))
-        # runc ran the rootfs's /pause (busybox, which has no applet of that name), in the
-        # rootfs and not under a policy: no run of safex's was recorded.
+        # runc ran the rootfs's /pause (busybox, which has no applet of that name, exits 127),
+        # in the rootfs and not under a policy: no run of safex's was recorded. Its stderr is
+        # written by busybox straight into the shim's pipe, and `ctr run --rm` sometimes exits
+        # before the shim copied it (CI once saw it empty), so it is checked only when it came.
         self.assertEqual(r.returncode, 127, r.stderr)
-        self.assertIn("applet not found", r.stderr)
+        if r.stderr:
+            self.assertIn("applet not found", r.stderr)
         self.assertEqual(len(self.containerd.runs()), before)
 
     def test_ctr_task_kill_stops_it(self):
