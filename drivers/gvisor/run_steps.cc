@@ -111,7 +111,7 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   // A pooled sandbox boots and waits behind running sandboxes (HandOver restores its share).
   if (c.pooled) SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/true));
   // runsc shows the sandbox as many CPUs as the cpuset holds when it starts (visible_cpus.h).
-  return cgroup::NarrowCpuset(s.cg, lim.cpus, &s.cpuset_restore);
+  return cgroup::NarrowCpuset(s.cg, SentryCpuCount(lim.cpus), &s.cpuset_restore);
 }
 
 void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e) {

@@ -1,9 +1,12 @@
 #include "drivers/gvisor/visible_cpus.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace safex::drivers::gvisor {
+
+uint32_t SentryCpuCount(uint32_t cpus) { return cpus == 0 ? 0 : std::max<uint32_t>(cpus, 2); }
 
 bool SentryCountedCpus(const cgroup::RunCgroup& cg) {
   for (const std::vector<std::string>& args : cg.MemberCommandLines()) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "drivers/gvisor/runsc_command.h"
 #include "drivers/gvisor/runsc_version_cache.h"
 #include "drivers/gvisor/sandbox_log.h"
+#include "drivers/gvisor/visible_cpus.h"
 #include "drivers/rootfs.h"
 #include "drivers/run_dir.h"
 #include "tests/drivers/test_plans.h"
@@ -372,5 +374,30 @@ TEST(RemoveTreeTest, DoesNotFollowSymlinks) {
   EXPECT_TRUE(RemoveTree("/tmp/safex-does-not-exist").ok());
 }
 
+// The count a gVisor sandbox shows is the plan's CPUs, never fewer than two
+// (drivers/gvisor/visible_cpus.h: one would also be the Sentry's GOMAXPROCS); no limit, the host's.
+TEST(VisibleCpusTest, TheSentryCountsThePlansCpusButAtLeastTwo) {
+  EXPECT_EQ(SentryCpuCount(0), 0u);
+  EXPECT_EQ(SentryCpuCount(1), 2u);
+  EXPECT_EQ(SentryCpuCount(2), 2u);
+  EXPECT_EQ(SentryCpuCount(3), 3u);
+  EXPECT_EQ(SentryCpuCount(64), 64u);
+}
+
+// The cpuset a run starts with holds that many of the host's CPUs; a host with no more than that
+// is left as it is (the sandbox then counts the host's, which are no more than asked).
+TEST(VisibleCpusTest, TheNarrowedCpusetHoldsTheCount) {
+  const auto count = [](const std::string& list) {
+    return list.empty() ? 0 : 1 + std::count(list.begin(), list.end(), ',');
+  };
+  EXPECT_EQ(count(cgroup::NarrowCpuList("0-63", SentryCpuCount(1))), 2);
+  EXPECT_EQ(count(cgroup::NarrowCpuList("0-63", SentryCpuCount(8))), 8);
+  EXPECT_EQ(count(cgroup::NarrowCpuList("0-3,8-11", 6)), 6);
+  EXPECT_EQ(cgroup::NarrowCpuList("0-1", SentryCpuCount(1)), "");
+  EXPECT_EQ(cgroup::NarrowCpuList("0-63", 0), "");
+  EXPECT_EQ(cgroup::NarrowCpuList("not a list", 2), "");
+}
+
 }  // namespace
 }  // namespace safex::drivers::gvisor
+
