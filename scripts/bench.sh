@@ -29,13 +29,14 @@ declare -A cmd=(
   [serve]="build/bench/serve/serve_bench $RUNS"
   [api]="build/bench/serve/api_bench 10"
   [pool]="build/bench/serve/pool_bench $RUNS"
+  [pool_handover]="build/bench/gvisor/pool_handover_bench 10"
   [microvm_pool]="build/bench/microvm/microvm_pool_bench $RUNS"
   [session]="build/bench/serve/session_bench $RUNS"
   [fleet]="build/bench/fleet/fleet_bench"
   [oci]="bench/oci/oci_bench.py 10"
 )
-order=(dsl compiler audit output gvisor gvisor_idle run net net_gvisor microvm native serve api pool microvm_pool
-  session fleet oci)
+order=(dsl compiler audit output gvisor gvisor_idle run net net_gvisor microvm native serve api pool
+  pool_handover microvm_pool session fleet oci)
 if (($#)); then order=("$@"); fi
 
 status=0
