@@ -1,5 +1,7 @@
 #include "supervisor/oci/container_run.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include "audit/audit_log.h"
@@ -9,12 +11,6 @@
 
 namespace safex::supervisor::oci {
 namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 // The pod's identity as the run's recorded purpose: what an auditor filters runs of a pod by.
 // In a pod, it also says that the pod's sandbox (pause) container was not safex's: runc ran it
@@ -120,11 +116,11 @@ Status ContainerRun::Compile(const std::string& policy) {
   }
   SpecCheck check = CheckSpec(a_.spec, prepared_->plan);
   termination_log_ = check.termination_log;
-  if (!check.refusals.empty()) return Status::PermissionDenied(Join(check.refusals, "; "));
+  if (!check.refusals.empty()) return Status::PermissionDenied(fmt::format("{}", fmt::join(check.refusals, "; ")));
   for (const std::string& note : check.notes) a_.log.Info(a_.id + ": " + note);
   if (!check.env_not_passed.empty()) {
     a_.log.Info(a_.id + ": environment not passed (the policy does not let a caller set it): " +
-                Join(check.env_not_passed, ", "));
+                fmt::format("{}", fmt::join(check.env_not_passed, ", ")));
   }
   run_.env = check.env;
   run_.cwd = check.cwd;

@@ -1,5 +1,8 @@
 #include "supervisor/oci/policy_choice.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 namespace safex::supervisor::oci {
@@ -14,11 +17,8 @@ const compiler::OciNamespaceRule* RuleFor(const compiler::OciSettings& oci, cons
   return any;
 }
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
+// "a, b, c": the policies a namespace may use, as a refusal names them.
+std::string List(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
 }  // namespace
 
@@ -39,14 +39,14 @@ Result<std::string> ChoosePolicy(const compiler::OciSettings& oci, const Contain
     if (rule->default_policy.empty()) {
       return Status::PermissionDenied("the pod names no policy (annotation " +
                                       std::string(kPolicyAnnotation) + ") and " + where +
-                                      " has no default; it may use: " + Join(rule->policies));
+                                      " has no default; it may use: " + List(rule->policies));
     }
     return rule->default_policy;
   }
   if (std::find(rule->policies.begin(), rule->policies.end(), asked->second) ==
       rule->policies.end()) {
     return Status::PermissionDenied("policy \"" + asked->second + "\" is not allowed for " + where +
-                                    "; it may use: " + Join(rule->policies));
+                                    "; it may use: " + List(rule->policies));
   }
   return asked->second;
 }
