@@ -73,9 +73,7 @@ int main(int argc, char** argv) {
   const plan::Plan plan = *compiled.plan;
   plan::Plan no_rules = plan;
   no_rules.seccomp.rules.clear();
-  drivers::GvisorOptions o;
-  o.state_root = "/run/safex-pool-handover-bench";
-  drivers::GvisorDriver driver(o);
+  drivers::GvisorDriver driver;
   if (Status st = driver.Probe(); !st.ok()) {
     std::fprintf(stderr, "pool_handover_bench: %s\n", st.ToString().c_str());
     return 1;
@@ -83,8 +81,16 @@ int main(int argc, char** argv) {
   // The bare bundle gets a plain directory where the driver makes a snapshot (input) or a host
   // tmpfs (output); everything else of the plan is the same.
   plan::Plan raw_plan = plan;
-  const std::string scratch = o.state_root + "/raw-dirs";
-  std::filesystem::create_directories(scratch);
+  char scratch_template[] = "/var/tmp/sxbench-handover-XXXXXX";
+  if (mkdtemp(scratch_template) == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::string scratch = scratch_template;
+  struct Remove {
+    std::string dir;
+    ~Remove() { std::filesystem::remove_all(dir); }
+  } remove_scratch{scratch};
   for (auto& m : raw_plan.mounts) {
     if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
       m.source = scratch;
