@@ -51,7 +51,8 @@ Result<double> PooledFirstByte(drivers::GvisorDriver& driver, const plan::Plan& 
     }
   };
   SAFEX_ASSIGN_OR_RETURN(drivers::RunResult r, driver.RunPrepared(std::move(sandbox), plan, req));
-  if (r.exit_code != 0 || first_ns < 0) return Status::Internal("pooled run failed: " + r.backend_error);
+  if (r.exit_code != 0 || first_ns < 0)
+    return Status::Internal("pooled run failed: " + r.backend_error);
   return static_cast<double>(first_ns) / 1e6;
 }
 

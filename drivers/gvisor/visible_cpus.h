@@ -18,9 +18,10 @@
 // ms to run a task that a host fd woke (most likely the fd notifier's goroutine keeps the only P
 // in its next epoll_wait until the Go runtime's monitor takes it back): every warm-pool hand-over
 // and session command paid that, and so does a program that waits on its stdin or the network
-// (both come in through host fds). Measured with bench/gvisor/pool_handover_bench: the waiter woke 11-22 ms after the host's write with one CPU
-// shown, 0.3-2.7 ms with two. runsc's own --cpu-num-from-quota never shows fewer than 2 either.
-// The quota still holds a `cpus = 1` run to one CPU's worth of time; only the count says 2.
+// (both come in through host fds). Measured with bench/gvisor/pool_handover_bench: the waiter woke
+// 11-22 ms after the host's write with one CPU shown, 0.3-2.7 ms with two. runsc's own
+// --cpu-num-from-quota never shows fewer than 2 either. The quota still holds a `cpus = 1` run to
+// one CPU's worth of time; only the count says 2.
 #pragma once
 
 #include <cstdint>

@@ -116,7 +116,8 @@ Status ContainerRun::Compile(const std::string& policy) {
   }
   SpecCheck check = CheckSpec(a_.spec, prepared_->plan);
   termination_log_ = check.termination_log;
-  if (!check.refusals.empty()) return Status::PermissionDenied(fmt::format("{}", fmt::join(check.refusals, "; ")));
+  if (!check.refusals.empty())
+    return Status::PermissionDenied(fmt::format("{}", fmt::join(check.refusals, "; ")));
   for (const std::string& note : check.notes) a_.log.Info(a_.id + ": " + note);
   if (!check.env_not_passed.empty()) {
     a_.log.Info(a_.id + ": environment not passed (the policy does not let a caller set it): " +

@@ -18,7 +18,9 @@ const compiler::OciNamespaceRule* RuleFor(const compiler::OciSettings& oci, cons
 }
 
 // "a, b, c": the policies a namespace may use, as a refusal names them.
-std::string List(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
+std::string List(const std::vector<std::string>& v) {
+  return fmt::format("{}", fmt::join(v, ", "));
+}
 
 }  // namespace
 

@@ -400,4 +400,3 @@ TEST(VisibleCpusTest, TheNarrowedCpusetHoldsTheCount) {
 
 }  // namespace
 }  // namespace safex::drivers::gvisor
-
