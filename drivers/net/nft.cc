@@ -1,6 +1,5 @@
 #include "drivers/net/nft.h"
 
-#include <nftables/libnftables.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "drivers/net/address_pool.h"
+#include "drivers/net/libnftables.h"
 #include "drivers/net/netns.h"
 
 namespace safex::drivers::net {
@@ -107,17 +107,18 @@ std::string UplinkRuleset(const std::string& table, const std::string& host_veth
 namespace {
 
 struct CtxFree {
-  void operator()(nft_ctx* c) const { nft_ctx_free(c); }
+  void operator()(nft_ctx* c) const { Nft().nft_ctx_free(c); }
 };
 using CtxPtr = std::unique_ptr<nft_ctx, CtxFree>;
 
 // Creates a context whose netlink socket lives in netns_fd: it must be made on a thread inside.
 Result<CtxPtr> NewContextIn(int netns_fd) {
+  SAFEX_RETURN_IF_ERROR(LoadLibnftables());
   CtxPtr ctx;
   Status st = RunInNetns(netns_fd, [&]() -> Status {
-    ctx.reset(nft_ctx_new(NFT_CTX_DEFAULT));
+    ctx.reset(Nft().nft_ctx_new(NFT_CTX_DEFAULT));
     if (!ctx) return Status::Unavailable("nft_ctx_new failed");
-    if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0) {
+    if (Nft().nft_ctx_buffer_output(ctx.get()) != 0 || Nft().nft_ctx_buffer_error(ctx.get()) != 0) {
       return Status::Unavailable("nft_ctx_buffer_output failed");
     }
     return Status::Ok();
@@ -128,9 +129,9 @@ Result<CtxPtr> NewContextIn(int netns_fd) {
 
 // REQUIRES: NftMutex held.
 Result<std::string> RunWith(nft_ctx* ctx, const std::string& commands) {
-  int rc = nft_run_cmd_from_buffer(ctx, commands.c_str());
-  const char* out = nft_ctx_get_output_buffer(ctx);
-  const char* err = nft_ctx_get_error_buffer(ctx);
+  int rc = Nft().nft_run_cmd_from_buffer(ctx, commands.c_str());
+  const char* out = Nft().nft_ctx_get_output_buffer(ctx);
+  const char* err = Nft().nft_ctx_get_error_buffer(ctx);
   if (rc != 0) {
     std::string msg = err ? err : "";
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();

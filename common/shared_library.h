@@ -1,0 +1,31 @@
+// A shared library loaded when a feature first needs it, not at every start of `safex`.
+//
+// Why: every library the binary links is mapped and bound (BIND_NOW) before main() of every
+// command. libpq (the fleet audit) and libnftables (egress rules) brought 25 libraries between
+// them for features most commands never use, and cost `safex check` and `safex submit` several
+// milliseconds each (docs/benchmarks.md). Loaded here by soname with dlopen: the dynamic loader's
+// own search over the system's library path, with the same trust (safex is not setuid; whoever
+// can set LD_LIBRARY_PATH for root already chooses every library safex loads). RTLD_NOW, so a
+// missing symbol fails at the load, once; never unloaded.
+#pragma once
+
+#include <initializer_list>
+
+#include "common/status.h"
+
+namespace safex {
+
+// One function to resolve: its name and where its address goes (a function pointer's storage,
+// filled as dlsym's manual page shows).
+struct LibrarySymbol {
+  const char* name;
+  void** slot;
+};
+
+// Opens `soname` and fills every slot. FailedPrecondition naming `package` (Debian's) when the
+// library is not installed or lacks a symbol; no slot is to be used then. Call it once (under
+// std::call_once): it does not guard against concurrent calls itself.
+Status LoadSharedLibrary(const char* soname, const char* package,
+                         std::initializer_list<LibrarySymbol> symbols);
+
+}  // namespace safex
