@@ -1,5 +1,7 @@
 #include "supervisor/oci/spec_check.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -40,9 +42,8 @@ void Capabilities(const ContainerSpec& spec, SpecCheck& c) {
     c.refusals.push_back("the spec is privileged (it adds " + std::to_string(added.size()) +
                          " capabilities, " + added.front() + " among them)");
   } else if (!added.empty()) {
-    std::string list;
-    for (const std::string& a : added) list += (list.empty() ? "" : ", ") + a;
-    c.refusals.push_back("the spec adds capabilities beyond a container's default: " + list);
+    c.refusals.push_back("the spec adds capabilities beyond a container's default: " +
+                         fmt::format("{}", fmt::join(added, ", ")));
   }
   if (!spec.capabilities.empty()) {
     c.notes.push_back("capabilities: none are granted (the program runs as the policy's user)");
@@ -113,8 +114,7 @@ void Limits(const ContainerSpec& spec, const plan::Plan& plan, SpecCheck& c) {
 void Image(const ContainerSpec& spec, const plan::Plan& plan, SpecCheck& c) {
   if (plan.container.empty()) return;
   std::string image = PodIdentityOf(spec).image;
-  std::string list;
-  for (const std::string& i : plan.container.images) list += (list.empty() ? "" : ", ") + i;
+  const std::string list = fmt::format("{}", fmt::join(plan.container.images, ", "));
   if (image.empty()) {
     c.refusals.push_back("the policy allows only the images " + list +
                          ", and the container's image is not named (no "
