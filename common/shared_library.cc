@@ -26,4 +26,9 @@ Status LoadSharedLibrary(const char* soname, const char* package,
   return Status::Ok();
 }
 
+Status SharedLibrary::Load(std::initializer_list<LibrarySymbol> symbols) {
+  std::call_once(once_, [&] { loaded_ = LoadSharedLibrary(soname_, package_, symbols); });
+  return loaded_;
+}
+
 }  // namespace safex

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <mutex>
 
 #include "common/status.h"
 
@@ -22,10 +23,28 @@ struct LibrarySymbol {
   void** slot;
 };
 
+// A member of a table of a library's functions, typed from the library's own header:
+// `struct Table { LIST(SAFEX_LIBRARY_FUNCTION) };` for an X-macro LIST of function names.
+#define SAFEX_LIBRARY_FUNCTION(name) decltype(&::name) name = nullptr;
+
 // Opens `soname` and fills every slot. FailedPrecondition naming `package` (Debian's) when the
-// library is not installed or lacks a symbol; no slot is to be used then. Call it once (under
-// std::call_once): it does not guard against concurrent calls itself.
+// library is not installed or lacks a symbol; no slot is to be used then. Not guarded against
+// concurrent calls: SharedLibrary::Load is.
 Status LoadSharedLibrary(const char* soname, const char* package,
                          std::initializer_list<LibrarySymbol> symbols);
+
+// One library loaded at most once per process, however many threads ask: the first Load() opens
+// it (LoadSharedLibrary) and every later one returns that first answer.
+class SharedLibrary {
+ public:
+  SharedLibrary(const char* soname, const char* package) : soname_(soname), package_(package) {}
+  Status Load(std::initializer_list<LibrarySymbol> symbols);
+
+ private:
+  const char* soname_;
+  const char* package_;
+  std::once_flag once_;
+  Status loaded_;
+};
 
 }  // namespace safex

@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 
+#include "common/shared_library.h"
 #include "common/status.h"
 
 namespace safex::fleet::internal {
@@ -21,9 +22,7 @@ namespace safex::fleet::internal {
 // clang-format on
 
 struct Libpq {
-#define SAFEX_LIBPQ_MEMBER(name) decltype(&::name) name = nullptr;
-  SAFEX_LIBPQ_FUNCTIONS(SAFEX_LIBPQ_MEMBER)
-#undef SAFEX_LIBPQ_MEMBER
+  SAFEX_LIBPQ_FUNCTIONS(SAFEX_LIBRARY_FUNCTION)
 };
 
 // Loads libpq (libpq.so.5) the first time; later calls return the same answer (FailedPrecondition

@@ -5,6 +5,7 @@
 
 #include <nftables/libnftables.h>
 
+#include "common/shared_library.h"
 #include "common/status.h"
 
 namespace safex::drivers::net {
@@ -17,9 +18,7 @@ namespace safex::drivers::net {
 // clang-format on
 
 struct Libnftables {
-#define SAFEX_NFT_MEMBER(name) decltype(&::name) name = nullptr;
-  SAFEX_NFT_FUNCTIONS(SAFEX_NFT_MEMBER)
-#undef SAFEX_NFT_MEMBER
+  SAFEX_NFT_FUNCTIONS(SAFEX_LIBRARY_FUNCTION)
 };
 
 // Loads libnftables (libnftables.so.1) the first time; later calls return the same answer

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
+#include <vector>
 
 namespace safex {
 namespace {
@@ -39,6 +41,29 @@ TEST(SharedLibraryTest, AMissingFunctionIsNamedAndRefused) {
   EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
   EXPECT_NE(st.message().find("safex_no_such_function"), std::string::npos) << st.message();
   EXPECT_EQ(absent, nullptr);
+}
+
+// A SharedLibrary is opened by its first Load, from however many threads; every later Load
+// returns that first answer and resolves nothing more.
+TEST(SharedLibraryTest, TheFirstLoadIsTheOnlyOne) {
+  SharedLibrary libm("libm.so.6", "libc6");
+  double (*cosine)(double) = nullptr;
+  std::vector<std::thread> threads;
+  std::vector<Status> answers(4);
+  for (Status& answer : answers) {
+    threads.emplace_back([&] { answer = libm.Load({{"cos", reinterpret_cast<void**>(&cosine)}}); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer.ToString();
+  ASSERT_NE(cosine, nullptr);
+  void* never = nullptr;
+  EXPECT_TRUE(libm.Load({{"safex_no_such_function", &never}}).ok());
+  EXPECT_EQ(never, nullptr);
+
+  SharedLibrary missing("libsafex-does-not-exist.so.7", "safex-nothing");
+  const Status first = missing.Load({});
+  EXPECT_EQ(first.code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(missing.Load({}).message(), first.message());
 }
 
 }  // namespace
