@@ -51,8 +51,9 @@ Result<double> PooledFirstByte(drivers::GvisorDriver& driver, const plan::Plan& 
     }
   };
   SAFEX_ASSIGN_OR_RETURN(drivers::RunResult r, driver.RunPrepared(std::move(sandbox), plan, req));
-  if (r.exit_code != 0 || first_ns < 0)
+  if (r.exit_code != 0 || first_ns < 0) {
     return Status::Internal("pooled run failed: " + r.backend_error);
+  }
   return static_cast<double>(first_ns) / 1e6;
 }
 
@@ -81,7 +82,6 @@ int main(int argc, char** argv) {
   }
   // The bare bundle gets a plain directory where the driver makes a snapshot (input) or a host
   // tmpfs (output); everything else of the plan is the same.
-  plan::Plan raw_plan = plan;
   char scratch_template[] = "/var/tmp/sxbench-handover-XXXXXX";
   if (mkdtemp(scratch_template) == nullptr) {
     std::perror("mkdtemp");
@@ -92,14 +92,9 @@ int main(int argc, char** argv) {
     std::string dir;
     ~Remove() { std::filesystem::remove_all(dir); }
   } remove_scratch{scratch};
-  for (auto& m : raw_plan.mounts) {
-    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
-      m.source = scratch;
-      m.kind = plan::MountKind::kBind;
-    }
-  }
   bench::RawBundle bundle;
-  if (Status st = bundle.Make(raw_plan, {"/bin/echo", "hi"}, "handover"); !st.ok()) {
+  if (Status st = bundle.Make(bench::WithPlainDirs(plan, scratch), {"/bin/echo", "hi"}, "handover");
+      !st.ok()) {
     std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
     return 1;
   }

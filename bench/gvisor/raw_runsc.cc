@@ -21,6 +21,16 @@ namespace safex::bench {
 namespace gvisor = safex::drivers::gvisor;
 using Clock = std::chrono::steady_clock;
 
+plan::Plan WithPlainDirs(plan::Plan p, const std::string& dir) {
+  for (plan::Mount& m : p.mounts) {
+    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
+      m.source = dir;
+      m.kind = plan::MountKind::kBind;
+    }
+  }
+  return p;
+}
+
 Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv,
                        const std::string& name) {
   dir = "/run/safex-bench-" + std::to_string(getpid()) + "-" + name;

@@ -24,6 +24,10 @@ struct RawBundle {
   ~RawBundle();
 };
 
+// `p` for a bare bundle: its input and output mounts (a snapshot and a host tmpfs the driver
+// makes) become plain binds of the existing directory `dir`; everything else stays the same.
+plan::Plan WithPlainDirs(plan::Plan p, const std::string& dir);
+
 // One `runsc run` of the bundle (container id unique by `i`); returns its wall time in ms.
 // driver_flags adds the flags the driver passes (--strace of fork-like calls, --debug-log pipe).
 Result<double> RawRun(const RawBundle& b, int i, bool driver_flags);

@@ -80,12 +80,7 @@ int main(int argc, char** argv) {
   cases.push_back({"python3 -c pass", {"python3", "-c", "pass"}, {}, {}, {}, {}});
   std::string scratch = AuditDir() + "/dirs";
   mkdir(scratch.c_str(), 0755);
-  for (auto& m : plan.mounts) {
-    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
-      m.source = scratch;
-      m.kind = plan::MountKind::kBind;
-    }
-  }
+  plan = bench::WithPlainDirs(plan, scratch);
   for (size_t c = 0; c < cases.size(); ++c) {
     if (Status st = cases[c].bundle.Make(plan, cases[c].argv, "run" + std::to_string(c));
         !st.ok()) {

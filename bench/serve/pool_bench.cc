@@ -189,12 +189,7 @@ int main(int argc, char** argv) {
   // (Not /var/tmp/safex-pool-bench-PID: that is the bench daemon's own directory.)
   const std::string scratch = "/var/tmp/safex-pool-bench-raw-" + std::to_string(getpid());
   std::filesystem::create_directories(scratch);
-  for (auto& m : plan.mounts) {
-    if (m.kind == plan::MountKind::kInput || m.kind == plan::MountKind::kOutput) {
-      m.source = scratch;
-      m.kind = plan::MountKind::kBind;
-    }
-  }
+  plan = bench::WithPlainDirs(plan, scratch);
   bench::RawBundle bundle;
   if (Status st = bundle.Make(plan, {"/bin/echo", "hi"}, "pool"); !st.ok()) {
     std::fprintf(stderr, "bundle: %s\n", st.ToString().c_str());
