@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -117,7 +119,8 @@ TEST(SubprocessTest, ExecFailureIsReportedWithStepAndErrno) {
   auto child = Subprocess::Spawn(so);
   ASSERT_FALSE(child.ok());
   EXPECT_EQ(child.status().code(), Status::Code::kNotFound);
-  EXPECT_NE(child.status().message().find("execve"), std::string::npos) << child.status().ToString();
+  EXPECT_NE(child.status().message().find("execve"), std::string::npos)
+      << child.status().ToString();
 
   char tmpl[] = "/tmp/safex-noexec-XXXXXX";
   int fd = mkstemp(tmpl);
@@ -188,7 +191,8 @@ TEST(SubprocessTest, WaitHonoursTheDeadlineAndSignalUsesThePidfd) {
 TEST(SubprocessTest, ChildIgnoringSignalsStillDiesOnKill) {
   // An ignored SIGTERM in the parent must not be inherited (dispositions are reset), and a child
   // that traps SIGTERM itself still dies by KillAndWait.
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGTERM, &ign, &old);
   SpawnOptions so;
@@ -256,6 +260,44 @@ TEST(SubprocessTest, ManySpawnsLeakNoDescriptors) {
     ASSERT_TRUE(c->Wait().ok());
   }
   EXPECT_EQ(count_fds(), before);
+}
+
+// The child shares the parent's memory until execve (no go barrier, subprocess.h): what it
+// resets is its own. The parent's signal handlers stay installed, and spawns from several
+// threads at once each run their own program with their own arguments and descriptors.
+void CountingHandler(int) {}
+
+TEST(SubprocessTest, TheChildsSignalResetDoesNotReachTheParent) {
+  struct sigaction mine {
+  }, old{}, now{};
+  mine.sa_handler = CountingHandler;
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &mine, &old), 0);
+  SpawnOptions so;
+  so.argv = {"/bin/true"};
+  Ran r = RunCapture(so);
+  EXPECT_TRUE(r.status.exited && r.status.code == 0);
+  ASSERT_EQ(sigaction(SIGUSR2, &old, &now), 0);
+  EXPECT_EQ(now.sa_handler, &CountingHandler) << "the child's reset to SIG_DFL reached the parent";
+}
+
+TEST(SubprocessTest, SpawnsFromManyThreadsAtOnceRunTheirOwnPrograms) {
+  constexpr int kThreads = 4, kEach = 25;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &wrong] {
+      for (int i = 0; i < kEach; ++i) {
+        SpawnOptions so;
+        const std::string word = "t" + std::to_string(t) + "-" + std::to_string(i);
+        so.argv = {"/bin/echo", word};
+        Ran r = RunCapture(so);
+        if (r.out != word + "\n" || !r.status.exited || r.status.code != 0) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
