@@ -445,6 +445,7 @@ Status GvisorDriver::CleanRunDir(const Ready& ready, const std::string& name,
     for (const std::string& n : ListDirectoryOrEmpty(dir + "/out"))
       mounts.push_back(dir + "/out/" + n);
     mounts.push_back(dir + "/stdio");
+    mounts.push_back(dir + "/bundle");
     for (const std::string& m : mounts) {
       // Security: only mounts the driver made below its own state root are unmounted here.
       if (umount2(m.c_str(), UMOUNT_NOFOLLOW) != 0 && errno != EINVAL && errno != ENOENT) {

@@ -125,6 +125,7 @@ void RunState::Teardown(std::chrono::milliseconds grace) {
   if (cg.valid()) Note("cgroup removal", cg.Destroy());
   Note("unmount stdio", stdio.Close());
   outputs.UnmountAll([this](const std::string& what, const Status& st) { Note(what, st); });
+  Note("unmount bundle", bundle_fs.Unmount());
   Note("removing " + dir.path(), dir.Remove());
 }
 

@@ -20,8 +20,8 @@
 #include "drivers/gvisor/stdio_files.h"
 #include "drivers/net/run_network.h"
 #include "drivers/output_capture.h"
-#include "drivers/run_outputs.h"
 #include "drivers/run_dir.h"
+#include "drivers/run_outputs.h"
 #include "drivers/sigpipe_block.h"
 
 namespace safex::drivers::gvisor {
@@ -46,6 +46,7 @@ struct RunState {
   std::string state_dir;  // runsc --root of this run
   std::string bundle;
   PrivateDir dir;                          // <state root>/<run id>, 0700
+  TmpfsMount bundle_fs;                    // mounted at `bundle` (CreateRunDirectory)
   UniqueFd owner_lock;                     // flock'ed for the whole run (see CleanupStale)
   StdioFiles stdio;                        // the program's stdout and stderr (stdio_files.h)
   RunOutputs outputs;                      // one size-capped tmpfs per kOutput mount

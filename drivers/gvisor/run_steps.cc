@@ -53,6 +53,23 @@ Result<std::string> SpecText(const nlohmann::json& spec) {
   }
 }
 
+// The bundle (config.json and the fresh root's skeleton: a mount point per mount, a minimal
+// /etc) lives on a tmpfs of its own, not on the state root's disk. Creating and removing some 20
+// directories and files per sandbox on ext4 was the largest part of the service's own CPU per
+// sandbox (ext4's inode allocation under this churn), and a slow disk put it on the cold path;
+// on a tmpfs it is a mount, a few microseconds each, and one unmount. Security: the tmpfs is on
+// the run's private 0700 directory, root's, 0700, size- and inode-capped; the sandbox sees the
+// root read-only. Mounted with the flags the state root's disk had for it (not noexec), so what
+// runsc serves from the root behaves as before.
+TmpfsMount::Options BundleTmpfs() {
+  TmpfsMount::Options o;
+  o.size_bytes = 16 << 20;
+  o.max_inodes = 4096;
+  o.mode = 0700;
+  o.noexec = false;
+  return o;
+}
+
 }  // namespace
 
 Status CreateRunDirectory(const RunContext& c, RunState& s) {
@@ -65,6 +82,7 @@ Status CreateRunDirectory(const RunContext& c, RunState& s) {
   s.bundle = s.dir.path() + "/bundle";
   s.state_dir = s.dir.path() + "/state";
   SAFEX_RETURN_IF_ERROR(MakeDir(s.bundle, 0700));
+  SAFEX_ASSIGN_OR_RETURN(s.bundle_fs, TmpfsMount::Mount(s.bundle, BundleTmpfs()));
   SAFEX_RETURN_IF_ERROR(MakeDir(s.bundle + "/rootfs", 0755));
   return MakeDir(s.state_dir, 0700);
 }
@@ -87,9 +105,9 @@ Status PrepareMountSources(const RunContext& c, RunState& s) {
         break;
       }
       case plan::MountKind::kOutput: {
-        SAFEX_ASSIGN_OR_RETURN(s.mount_sources[i],
-                               s.outputs.Add(s.dir.path(), m, i, c.plan.process.uid,
-                                             c.plan.process.gid));
+        SAFEX_ASSIGN_OR_RETURN(
+            s.mount_sources[i],
+            s.outputs.Add(s.dir.path(), m, i, c.plan.process.uid, c.plan.process.gid));
         break;
       }
     }
@@ -322,7 +340,8 @@ Status WriteWithin(int fd, const std::string& bytes, std::chrono::milliseconds t
       off += static_cast<size_t>(n);
       continue;
     }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return Status::Errno("write", "hand-over", errno);
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+      return Status::Errno("write", "hand-over", errno);
     if (std::chrono::steady_clock::now() >= deadline) {
       return Status::Unavailable("the pooled sandbox did not take its hand-over in time");
     }
