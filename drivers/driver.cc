@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/run_id.h"
+#include "plan/plan_json.h"
 
 namespace safex::drivers {
 
@@ -97,6 +98,10 @@ int64_t RealtimeNs() {
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+std::string PlanDigestOf(const plan::Plan& plan, const std::string& given) {
+  return given.empty() ? plan::PlanDigest(plan) : given;
 }
 
 std::string PathIdentity(const std::string& path, bool with_size) {

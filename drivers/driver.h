@@ -56,6 +56,9 @@ struct RunRequest {
     uint64_t wall_time_ns = 0;
   };
   CommandChoices choices;
+  // plan::PlanDigest of the plan the request runs under, when the caller has it (the supervisor
+  // always does); "": the driver computes it. Only a pooled run reads it (RunPrepared's check).
+  std::string plan_digest;
 };
 
 // Which limit stopped or constrained the run. kNone when the program ended on its own.
@@ -117,7 +120,14 @@ struct PrepareRequest {
   std::string sandbox_id;  // [a-z0-9-] as a run id; names the sandbox's resources
   // Stops a boot in progress (the pool is stopping). nullptr: never. Must outlive Prepare().
   const std::atomic<int>* cancel = nullptr;
+  // plan::PlanDigest of the plan, when the caller has it; "": the driver computes it.
+  std::string plan_digest;
 };
+
+// The digest a request gives for `plan`, or the plan's own when it gives none. The callers'
+// digests are of the very plan they pass (a derived plan's own digest included): spares a
+// canonical JSON and a SHA-256 of the whole plan per pooled sandbox and per pooled run.
+std::string PlanDigestOf(const plan::Plan& plan, const std::string& given);
 
 // A sandbox booted from a plan, checked from inside (the same evidence as a cold run's) and
 // waiting for the one request it will ever serve: its first process waits for the program's
@@ -248,10 +258,11 @@ class Driver {
   // and the same read-back; it fails (nothing left) where Run would refuse or fail. RunPrepared
   // moves the request's input directory (a snapshot of the run's own, left empty) into that
   // stand-in, then runs `request` in it as the program (the wall clock starts now; the CPU used
-  // by boot and idling is not the run's) and destroys it; the result is what Run would give. It refuses a plan other than the one the
-  // sandbox was made from. Backends without a pool: FailedPrecondition. The sandbox's processes
-  // carry a parent-death signal bound to the thread that called Prepare: that thread must outlive
-  // the sandbox (the pool's boot threads live until it stops).
+  // by boot and idling is not the run's) and destroys it; the result is what Run would give. It
+  // refuses a plan other than the one the sandbox was made from. Backends without a pool:
+  // FailedPrecondition. The sandbox's processes carry a parent-death signal bound to the thread
+  // that called Prepare: that thread must outlive the sandbox (the pool's boot threads live until
+  // it stops).
   virtual Result<std::unique_ptr<PreparedSandbox>> Prepare(const plan::Plan& plan,
                                                            const PrepareRequest& request);
   virtual Result<RunResult> RunPrepared(std::unique_ptr<PreparedSandbox> sandbox,

@@ -192,6 +192,7 @@ class RunAttempt {
     SAFEX_ASSIGN_OR_RETURN(driver_, options_.backends->Get(plan_.backend));
     SAFEX_RETURN_IF_ERROR(driver_->Probe().With("backend unavailable"));
     request_.run_id = report_.run_id;
+    request_.plan_digest = report_.plan_digest;  // of plan_, the plan the driver gets
     request_.argv = spec_.argv;
     request_.stdin_data = std::move(spec_.stdin_data);  // moved, not copied: up to 64 MiB
     request_.cancel = spec_.cancel;
@@ -375,8 +376,9 @@ class RunAttempt {
 
   // The run in a pooled sandbox made from exactly this plan when the pool has one ready and the
   // request can use one (the policy's own plan, not one derived from the request's choices; its
-  // input snapshot is moved into the sandbox), else in a fresh one. A pooled run's evidence is its sandbox's, read back
-  // when it was made, plus which sandbox it was (so the audit log shows each served one run).
+  // input snapshot is moved into the sandbox), else in a fresh one. A pooled run's evidence is its
+  // sandbox's, read back when it was made, plus which sandbox it was (so the audit log shows each
+  // served one run).
   Result<drivers::RunResult> RunInSandbox() {
     if (spec_.session != nullptr) return RunInSession();
     std::unique_ptr<drivers::PreparedSandbox> sandbox;
@@ -388,9 +390,8 @@ class RunAttempt {
     const int64_t handed_ns = NowNs();
     RunReport::Pooled pooled{sandbox->id(), sandbox->created_ns(),
                              handed_ns - sandbox->created_ns()};
-    auto result = RunDriver(*driver_, [&] {
-      return driver_->RunPrepared(std::move(sandbox), plan_, request_);
-    });
+    auto result = RunDriver(
+        *driver_, [&] { return driver_->RunPrepared(std::move(sandbox), plan_, request_); });
     if (result.ok()) {
       result->enforcement.Observed(
           "sandbox",

@@ -74,9 +74,23 @@ std::optional<cgroup::Version> GvisorDriver::cgroup_version() const {
   return ready_->cgroups.version();
 }
 
+// A full probe (EnsureReady) makes and removes a cgroup with every limit and a directory in the
+// state root: the same work as a run's own first steps, which the service paid twice per run.
+// Within kProbeFresh of a full probe that passed, while runsc is the same file and the launcher
+// is there, the answer stands. What else could change in that window (cgroups, the state root)
+// fails the run's own first steps instead, before anything of the program exists (fail closed),
+// with their own message rather than "backend unavailable".
+constexpr auto kProbeFresh = std::chrono::seconds(2);
+
 Status GvisorDriver::Probe() {
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (ready_ && Clock::now() - ready_->probed_at < kProbeFresh &&
+        PathIdentity(options_.runsc_path, true) == ready_->runsc_identity &&
+        access(options_.runsc_path.c_str(), X_OK) == 0 &&
+        gvisor::FindLauncherDir(options_.launcher_dir).ok()) {
+      return Status::Ok();
+    }
     ready_.reset();  // probe again from scratch
   }
   return EnsureReady().status();
@@ -132,7 +146,7 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   if (!host.ok()) return Status::Unavailable("gvisor: " + host.status().message());
   Status usable = host->CheckUsable(options_.cgroup_parent);
   if (!usable.ok()) return Status::Unavailable("gvisor: " + usable.message());
-  Ready r{version, *date, *launcher, *host};
+  Ready r{version, *date, *launcher, *host, PathIdentity(runsc, true), Clock::now()};
 
   auto probe_dir = PrivateDir::Create(options_.state_root,
                                       "probe-" + std::to_string(getpid()) + "-" +
@@ -316,8 +330,8 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   SAFEX_RETURN_IF_ERROR(
       BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io, &boot, &filtered));
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
-      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), filtered, std::move(s),
-      std::move(io), std::move(boot.enforcement)));
+      preq.sandbox_id, PlanDigestOf(plan, preq.plan_digest), generation, RealtimeNs(), filtered,
+      std::move(s), std::move(io), std::move(boot.enforcement)));
 }
 
 Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Plan& plan,
@@ -334,9 +348,9 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenSession(const plan::Pl
   SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
   parts->wire =
       gvisor::SessionWire(std::move(parts->io.go.write), std::move(parts->io.report.read));
-  return std::unique_ptr<SessionSandbox>(
-      std::make_unique<gvisor::GvisorSession>(preq.sandbox_id, plan::PlanDigest(plan), RealtimeNs(),
-                                              std::move(boot.enforcement), std::move(parts)));
+  return std::unique_ptr<SessionSandbox>(std::make_unique<gvisor::GvisorSession>(
+      preq.sandbox_id, PlanDigestOf(plan, preq.plan_digest), RealtimeNs(),
+      std::move(boot.enforcement), std::move(parts)));
 }
 
 Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
@@ -392,7 +406,7 @@ Result<RunResult> GvisorDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pre
   SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
   SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kGvisor,
                                       static_cast<bool>(options_.network_provider)));
-  if (plan::PlanDigest(plan) != sandbox->plan_digest()) {
+  if (PlanDigestOf(plan, req.plan_digest) != sandbox->plan_digest()) {
     return Status::FailedPrecondition("gvisor: pooled sandbox " + sandbox->id() +
                                       " was made from another plan; not used");
   }

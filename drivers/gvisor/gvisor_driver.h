@@ -40,7 +40,7 @@ struct RunContext;
 struct RunIo;
 struct SeccompOptions;
 enum class LaunchOutcome;
-}
+}  // namespace gvisor
 
 struct GvisorOptions {
   // Defaults: the host config's (plan/backend_settings.h), so each default is written once.
@@ -134,6 +134,8 @@ class GvisorDriver : public Driver {
     int runsc_date = 0;
     std::string launcher_dir;
     cgroup::CgroupHost cgroups;
+    std::string runsc_identity;  // PathIdentity of runsc when it was probed
+    std::chrono::steady_clock::time_point probed_at;
   };
   Result<Ready> EnsureReady();
   Status CleanRunDir(const Ready& ready, const std::string& name, const std::string& dir);
@@ -142,8 +144,7 @@ class GvisorDriver : public Driver {
   Status CheckPlan(const plan::Plan& plan) const;
   // Steps 1-6b of a run (or of a pooled sandbox's boot, c.pooled), into `s` and `io`.
   // nullopt: refused on the evidence before runsc started.
-  Result<std::optional<gvisor::LaunchOutcome>> Boot(const gvisor::RunContext& c,
-                                                    const Ready& ready,
+  Result<std::optional<gvisor::LaunchOutcome>> Boot(const gvisor::RunContext& c, const Ready& ready,
                                                     const gvisor::SeccompOptions& seccomp,
                                                     bool filtered, gvisor::RunState& s,
                                                     gvisor::RunIo& io, RunResult* result);

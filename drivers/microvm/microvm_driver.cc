@@ -27,10 +27,10 @@
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/output_receiver.h"
 #include "drivers/microvm/pooled_vm.h"
-#include "plan/plan_json.h"
 #include "drivers/microvm/rootfs_image.h"
 #include "drivers/microvm/run_steps.h"
 #include "drivers/microvm/vm_launcher.h"
+#include "plan/plan_json.h"
 
 namespace safex::drivers {
 
@@ -518,8 +518,8 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   req.cancel = preq.cancel;
   SAFEX_ASSIGN_OR_RETURN(std::shared_ptr<const Ready> ready, EnsureReady());
   const MicrovmOptions& o = options_;
-  SAFEX_RETURN_IF_ERROR(CheckRunnable(plan, req, plan::Backend::kMicrovm,
-                                      static_cast<bool>(o.network_provider)));
+  SAFEX_RETURN_IF_ERROR(
+      CheckRunnable(plan, req, plan::Backend::kMicrovm, static_cast<bool>(o.network_provider)));
   SAFEX_ASSIGN_OR_RETURN(Accel accel, Admit(plan, req, *ready));
   const uint32_t vcpus = std::clamp<uint32_t>(plan.microvm.vcpus, 1, 64);
   microvm::VmRun v;
@@ -528,8 +528,7 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   Enforcement evidence;
   microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
   if (evidence.Differs()) {
-    return Status::Unavailable("microvm: a pooled VM could not be made: " +
-                               evidence.Differences());
+    return Status::Unavailable("microvm: a pooled VM could not be made: " + evidence.Differences());
   }
   const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
   SAFEX_ASSIGN_OR_RETURN(microvm::LiveVm vm,
@@ -537,8 +536,8 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   microvm::SessionConfig boot;  // no spec: the session ends at kHello
   boot.boot_timeout = o.boot_timeout;
   boot.cancel = preq.cancel;
-  microvm::SessionResult booted = microvm::RunSession(vm.ctl.get(), vm.console.get(),
-                                                      vm.err.get(), vm.vmm.pidfd(), boot);
+  microvm::SessionResult booted =
+      microvm::RunSession(vm.ctl.get(), vm.console.get(), vm.err.get(), vm.vmm.pidfd(), boot);
   if (!booted.hello || booted.phase != microvm::Phase::kDone || booted.cancelled) {
     microvm::LaunchResult failed{booted, vm.vmm.KillAndWait(), vm.argv, vm.vmm_start};
     Status why = microvm::NothingRan(failed, 0, accel, o);
@@ -547,7 +546,7 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   }
   const std::string mode = BackendMode(accel, v);
   return std::unique_ptr<PreparedSandbox>(std::make_unique<microvm::PooledVm>(
-      preq.sandbox_id, plan::PlanDigest(plan), generation, RealtimeNs(), std::move(v),
+      preq.sandbox_id, PlanDigestOf(plan, preq.plan_digest), generation, RealtimeNs(), std::move(v),
       std::move(vm), *booted.hello, accel, mode, std::move(evidence)));
 }
 
@@ -559,8 +558,8 @@ uint64_t MicrovmDriver::SandboxMemoryBytes(const plan::Plan& plan) const {
 // image the VM has attached): a change to any retires the waiting VMs.
 std::string MicrovmDriver::SandboxGeneration(const plan::Plan& plan) {
   std::string generation;
-  for (const std::string& path : {options_.qemu_path, options_.kernel_path,
-                                  options_.initramfs_path}) {
+  for (const std::string& path :
+       {options_.qemu_path, options_.kernel_path, options_.initramfs_path}) {
     generation += PathIdentity(path, true);
   }
   for (const plan::Mount& m : plan.mounts) {
@@ -581,7 +580,7 @@ Result<RunResult> MicrovmDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pr
   // 0. What a cold run refuses, and what only a pooled VM cannot take.
   SAFEX_RETURN_IF_ERROR(CheckRequest(plan, req));
   SAFEX_RETURN_IF_ERROR(Admit(plan, req, *ready).status());
-  if (plan::PlanDigest(plan) != pooled->plan_digest()) {
+  if (PlanDigestOf(plan, req.plan_digest) != pooled->plan_digest()) {
     return Status::FailedPrecondition("microvm: pooled VM " + pooled->id() +
                                       " was made from another plan; not used");
   }
@@ -603,8 +602,7 @@ Result<RunResult> MicrovmDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pr
   const ReportExpectations expect = microvm::GuestReportExpectations(plan);
   sc.on_evidence = GuestEvidenceCheck(plan, expect, evidence, v, pooled->accel());
   Result<microvm::LaunchResult> launched = microvm::FinishVm(pooled->vm(), sc);
-  return Conclude(plan, req, launched, v, std::move(evidence), pooled->accel(), pooled->mode(),
-                  o);
+  return Conclude(plan, req, launched, v, std::move(evidence), pooled->accel(), pooled->mode(), o);
 }
 
 Status MicrovmDriver::CleanupStale(int* cleaned) {

@@ -30,8 +30,9 @@ std::string RenderPoolMetrics(const PoolStats& s) {
   auto metric = [&out](const char* name, const char* type, const char* help, uint64_t v) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, v);
   };
-  out += "# HELP safex_pool_ready Pooled sandboxes waiting for a run, per pooled policy.\n"
-         "# TYPE safex_pool_ready gauge\n";
+  out +=
+      "# HELP safex_pool_ready Pooled sandboxes waiting for a run, per pooled policy.\n"
+      "# TYPE safex_pool_ready gauge\n";
   for (const auto& [policy, n] : s.ready_by_policy) {
     out += fmt::format("safex_pool_ready{{policy=\"{}\"}} {}\n", policy, n);
   }
@@ -48,8 +49,7 @@ std::string RenderPoolMetrics(const PoolStats& s) {
 }
 
 SandboxPool::SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
-                         drivers::Backends* backends, PlanResolver resolve,
-                         SandboxRecorder record)
+                         drivers::Backends* backends, PlanResolver resolve, SandboxRecorder record)
     : backends_(backends),
       resolve_(std::move(resolve)),
       record_(std::move(record)),
@@ -305,8 +305,8 @@ SandboxPool::Pool* SandboxPool::NextToFill() {
     if (pool.digest.empty() || have >= pool.rule.size || now < pool.retry_after_ns) continue;
     if (MemoryInUse() + pool.memory_bytes > memory_budget_) {
       if (!pool.over_budget_logged) {
-        ServeWarn(fmt::format("pool {}: kept at {} of {}: pool_memory ({} bytes) is used up",
-                              name, have, pool.rule.size, memory_budget_));
+        ServeWarn(fmt::format("pool {}: kept at {} of {}: pool_memory ({} bytes) is used up", name,
+                              have, pool.rule.size, memory_budget_));
         pool.over_budget_logged = true;
       }
       continue;
@@ -323,6 +323,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
     drivers::PrepareRequest req;
     req.sandbox_id = "sbx-" + audit::NewRunId();
     req.cancel = &stopping_;
+    req.plan_digest = plan->digest;
     made = (*driver)->Prepare(plan->plan, req);
   } else {
     made = driver.status();

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -437,8 +438,7 @@ TEST_F(GvisorTest, TheVisibleCpuCountFollowsThePlan) {
   RunResult r = MustRun(p, {"/bin/sh", "-c",
                             "nproc; python3 -c 'import os; print(os.cpu_count(), "
                             "len(os.sched_getaffinity(0)))'"});
-  EXPECT_EQ(r.stdout_stream.data, host_cpus >= 2 ? "2\n2 2\n" : "1\n1 1\n")
-      << r.stderr_stream.data;
+  EXPECT_EQ(r.stdout_stream.data, host_cpus >= 2 ? "2\n2 2\n" : "1\n1 1\n") << r.stderr_stream.data;
   if (host_cpus <= 1) return;
   // Seen from the host while the program runs: every sandbox process may use every CPU.
   RunRequest req;
@@ -646,6 +646,30 @@ TEST_F(GvisorTest, RefusesBadRequests) {
   q = p;
   q.gvisor.platform = "kvm";
   EXPECT_EQ(driver_->Run(q, req).status().code(), Status::Code::kInvalidArgument);
+}
+
+// A probe that passed stands for a moment (a full one makes a cgroup and a directory), but never
+// for a runsc that is no longer the same executable file.
+TEST_F(GvisorTest, AProbeThatPassedDoesNotHideARunscThatChangedOrWent) {
+  char dir[] = "/var/tmp/sxtest-probe-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  const std::string copy = std::string(dir) + "/runsc";
+  std::filesystem::copy_file(kRunsc, copy);
+  GvisorOptions o;
+  o.runsc_path = copy;
+  GvisorDriver d(o);
+  ASSERT_TRUE(d.Probe().ok());
+  EXPECT_TRUE(d.Probe().ok());
+  ASSERT_EQ(chmod(copy.c_str(), 0644), 0);
+  EXPECT_EQ(d.Probe().code(), Status::Code::kUnavailable) << "runsc is no longer executable";
+  ASSERT_EQ(chmod(copy.c_str(), 0755), 0);
+  EXPECT_TRUE(d.Probe().ok());
+  ASSERT_EQ(unlink(copy.c_str()), 0);
+  EXPECT_EQ(d.Probe().code(), Status::Code::kUnavailable) << "runsc is gone";
 }
 
 TEST_F(GvisorTest, ProbeRefusesAMissingOrOldRunsc) {
