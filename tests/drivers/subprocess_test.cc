@@ -191,8 +191,8 @@ TEST(SubprocessTest, WaitHonoursTheDeadlineAndSignalUsesThePidfd) {
 TEST(SubprocessTest, ChildIgnoringSignalsStillDiesOnKill) {
   // An ignored SIGTERM in the parent must not be inherited (dispositions are reset), and a child
   // that traps SIGTERM itself still dies by KillAndWait.
-  struct sigaction ign {
-  }, old{};
+  struct sigaction ign = {};
+  struct sigaction old = {};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGTERM, &ign, &old);
   SpawnOptions so;
@@ -269,8 +269,9 @@ TEST(SubprocessTest, ManySpawnsLeakNoDescriptors) {
 void CountingHandler(int) {}
 
 TEST(SubprocessTest, TheChildsSignalResetDoesNotReachTheParent) {
-  struct sigaction mine {
-  }, old{}, now{};
+  struct sigaction mine = {};
+  struct sigaction old = {};
+  struct sigaction now = {};
   mine.sa_handler = CountingHandler;
   sigemptyset(&mine.sa_mask);
   ASSERT_EQ(sigaction(SIGUSR2, &mine, &old), 0);
