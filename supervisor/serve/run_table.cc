@@ -68,14 +68,19 @@ std::vector<std::shared_ptr<RunEntry>> RunTable::All() const {
   return out;
 }
 
+// e.mu is held.
+void RunTable::AppendEvent(RunEntry& e, const json& event) {
+  json line = {{"seq", e.events.size()}};
+  line.update(event);
+  std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  e.event_bytes += text.size();
+  e.events.push_back(std::move(text));
+}
+
 void RunTable::Event(RunEntry& e, json event) {
   {
     std::lock_guard<std::mutex> l(e.mu);
-    json line = {{"seq", e.events.size()}};
-    line.update(event);
-    std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-    e.event_bytes += text.size();
-    e.events.push_back(std::move(text));
+    AppendEvent(e, event);
   }
   on_change_();
 }
@@ -99,8 +104,11 @@ void RunTable::Finish(RunEntry& e, int http_status, json result, std::string fil
     e.result_json = result.dump(-1, ' ', false, json::error_handler_t::replace);
     e.files_dir = std::move(files_dir);
     e.files = std::move(files);
+    // In the same critical section as the state: a stream pumped between the two would see a
+    // finished run with no result to send, and end without it (the client: outcome unknown).
+    AppendEvent(e, {{"type", "result"}, {"result", std::move(result)}});
   }
-  Event(e, {{"type", "result"}, {"result", std::move(result)}});
+  on_change_();
 }
 
 std::vector<std::string> RunTable::Expire(int64_t now_ns) {

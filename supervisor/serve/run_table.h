@@ -87,7 +87,8 @@ class RunTable {
   void Event(RunEntry& e, nlohmann::json event);
   void SetState(RunEntry& e, RunState state, int64_t now_ns);
   // The run has ended: its result object and the files kept for it (ListResultFiles of
-  // `files_dir`), then the `result` event.
+  // `files_dir`), and the `result` event, all under the entry's lock (a reader that sees the run
+  // finished sees its result as the last event).
   void Finish(RunEntry& e, int http_status, nlohmann::json result, std::string files_dir,
               ResultFileList files, int64_t now_ns);
 
@@ -99,6 +100,8 @@ class RunTable {
   const RetentionLimits& limits() const { return limits_; }
 
  private:
+  static void AppendEvent(RunEntry& e, const nlohmann::json& event);  // e.mu held
+
   RetentionLimits limits_;
   std::function<void()> on_change_;
   mutable std::mutex mu_;

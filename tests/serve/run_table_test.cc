@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include "supervisor/serve/result_files.h"
 #include "supervisor/serve/submit_request.h"
@@ -59,6 +60,40 @@ TEST(RunTableTest, EventsAreNumberedLinesAndWakeFollowers) {
   nlohmann::json s = RunStateJson(*e, std::nullopt);
   EXPECT_EQ(s["state"], "finished");
   EXPECT_EQ(s["result"]["verdict"], "ok");
+}
+
+// Regression (issue 17): Finish marked the run finished, let go of the entry's lock and only then
+// appended the result event. The event loop, woken in between by another run, ended the stream
+// with its last chunk and no result: `safex submit` said "outcome unknown" (exit 120) for a run
+// that had ended ok. A reader of the entry must never see a finished run without its result.
+TEST(RunTableTest, AFinishedRunAlreadyHoldsItsResultEvent) {
+  RunTable t({}, [] {});
+  constexpr int kRuns = 20000;
+  std::vector<std::shared_ptr<RunEntry>> runs;
+  bool existing = false;
+  for (int i = 0; i < kRuns; ++i) {
+    runs.push_back(t.Admit(Entry("run-" + std::to_string(i), 0), &existing));
+  }
+  std::atomic<int> current{0};
+  std::atomic<int> torn{0};  // sightings, not runs: the reader may see one run many times
+  std::thread reader([&] {
+    // As PumpRun does: under the entry's lock, a finished run's events must end in its result.
+    for (int i; (i = current.load()) < kRuns;) {
+      RunEntry& e = *runs[static_cast<size_t>(i)];
+      std::lock_guard<std::mutex> l(e.mu);
+      if (e.state != RunState::kFinished) continue;
+      if (e.events.empty() || e.events.back().find("\"type\":\"result\"") == std::string::npos) {
+        ++torn;
+      }
+    }
+  });
+  for (int i = 0; i < kRuns; ++i) {
+    t.Finish(*runs[static_cast<size_t>(i)], 200, {{"verdict", "ok"}, {"stdout", {{"text", "hi"}}}},
+             "", {}, 9);
+    current.store(i + 1);
+  }
+  reader.join();
+  EXPECT_EQ(torn.load(), 0) << "finished runs seen without their result event";
 }
 
 TEST(RunTableTest, RetentionByTimeCountAndFileBytes) {
