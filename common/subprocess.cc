@@ -17,6 +17,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "common/exec_prep.h"
 #include "common/pidfd.h"
@@ -225,6 +227,59 @@ struct ChildPlan {
   ChildFail(report, kStepExecve);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// The child's own stack when it shares our memory: it must never run on the stack of the thread
+// that waits in clone. ChildMain needs a few KiB; the rest is margin.
+constexpr size_t kChildStackBytes = 128 * 1024;
+
+int ChildEntry(void* plan) { ChildMain(*static_cast<const ChildPlan*>(plan)); }
+
+// Starts the child running ChildMain(plan); returns its pid (the pidfd in *pidfd), or -1 with
+// errno. `share_memory` (no go barrier: nothing of ours has to run before the child execs): the
+// child shares our memory and this thread sleeps until it has exec'd or exited (CLONE_VM |
+// CLONE_VFORK, as posix_spawn does). A copy of a large, many-threaded daemon's address space
+// (page tables copied, every written page made copy-on-write for both sides) cost the service
+// milliseconds of CPU per sandbox; this copies nothing. It is safe because the child only reads
+// the plan, writes its own stack and errno (this thread's, which sleeps meanwhile), and makes raw
+// system calls: nothing that takes a lock or changes glibc's state for the other threads (the
+// credential calls are raw for that reason, raw_credentials.h). With a barrier this thread must
+// run while the child waits (it places the child in its cgroups), so the child gets its own copy.
+// Under AddressSanitizer always the copy: its interceptors (sigaction) and stack bookkeeping
+// would run in the child on our shared state.
+long CloneChild(ChildPlan& plan, bool new_mount_ns, bool share_memory, int* pidfd) {
+  if (share_memory && !kSanitized) {
+    std::unique_ptr<char[]> stack(new (std::nothrow) char[kChildStackBytes]);
+    if (stack == nullptr) {
+      errno = ENOMEM;
+      return -1;
+    }
+    const auto top = reinterpret_cast<uintptr_t>(stack.get() + kChildStackBytes) & ~uintptr_t{15};
+    const int flags =
+        CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD | (new_mount_ns ? CLONE_NEWNS : 0);
+    // With CLONE_PIDFD, clone(2) stores the pidfd where the parent tid would go.
+    return clone(ChildEntry, reinterpret_cast<void*>(top), flags, &plan, pidfd);
+  }
+  struct clone_args args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = CLONE_PIDFD | (new_mount_ns ? CLONE_NEWNS : 0);
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid == 0) ChildMain(plan);  // never returns
+  return pid;
+}
+
 Status WriteCgroupProcs(const std::string& file, pid_t pid) {
   UniqueFd fd(open(file.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::Errno("open", file, errno);
@@ -392,13 +447,7 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &saved);
   int pidfd = -1;
-  struct clone_args args;
-  std::memset(&args, 0, sizeof args);
-  args.flags = CLONE_PIDFD | (options.bind_mounts.empty() ? 0 : CLONE_NEWNS);
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof args);
-  if (pid == 0) ChildMain(plan);  // never returns
+  long pid = CloneChild(plan, !options.bind_mounts.empty(), !go_w.valid(), &pidfd);
   int clone_err = errno;
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   if (pid < 0) return Status::Errno("clone3", options.argv[0], clone_err);

@@ -15,8 +15,11 @@
 //   7. optional "go" barrier: the child waits until the parent has written its pid into every
 //      cgroup.procs file it was given, so the program's first instruction runs in its cgroup;
 //   8. optional chdir(), then execve().
-// Nothing in that window allocates or logs. A failure is reported to the parent as {step, errno}
-// over a close-on-exec pipe and the child _exit()s; Spawn then returns the failure as a Status.
+// Nothing in that window allocates or logs. Without the barrier (7) the child shares the parent's
+// memory until execve and the spawning thread waits for it (CLONE_VM | CLONE_VFORK, as
+// posix_spawn does): spawning from a large daemon copies nothing; with the barrier it gets a copy.
+// A failure is reported to the parent as {step, errno} over a close-on-exec pipe and the child
+// _exit()s; Spawn then returns the failure as a Status.
 #pragma once
 
 #include <sys/types.h>

@@ -15,10 +15,13 @@
 //      busy time from /proc/stat over the period, divided by the runs): a pool moves the boot off
 //      the critical path, not off the CPU, so what safex adds per sandbox lifecycle is the
 //      difference of the two; and the same raw runs with the driver's runsc flags (the CPU
-//      those flags cost runsc itself).
+//      those flags cost runsc itself). Of the pooled runs' CPU, the service's own (the daemon's
+//      /proc/PID/stat, its threads only: the sandboxes are runsc's processes) and the `safex
+//      submit` clients' (this process's waited-for children), per run.
 //
 //   sudo build/bench/serve/pool_bench [runs [SECONDS]]      (default 20 and 20)
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,8 +65,8 @@ Result<double> FirstByte(const std::string& socket, const std::string& policy) {
   UniqueFd read_end(fds[0]), write_end(fds[1]);
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy",
-             policy,             "--",     "/bin/echo", "hi"};
+  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy", policy, "--",
+             "/bin/echo",        "hi"};
   so.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
   const auto t0 = Clock::now();
   SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
@@ -126,16 +130,47 @@ double HostBusySeconds() {
   return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// A process's own CPU time so far (utime + stime of /proc/PID/stat; not its children's), in
+// seconds; 0 if it cannot be read.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const size_t paren = line.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(line.substr(paren + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 3..15 (proc(5)); 14 utime, 15 stime
+    if (i == 14) utime = std::atof(field.c_str());
+    if (i == 15) stime = std::atof(field.c_str());
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The CPU time of this process's waited-for children so far, in seconds.
+double ChildrenCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 struct Sustained {
   double runs_per_second = 0;
   double cpu_ms_per_run = 0;
+  double service_ms_per_run = 0;   // the daemon's own CPU (`service`), per run
+  double children_ms_per_run = 0;  // this process's children (pooled: the `safex submit`s)
 };
 
-// `one(thread, i)` at `threads` at once for `seconds`: runs per second and host CPU per run.
+// `one(thread, i)` at `threads` at once for `seconds`: runs per second and host CPU per run, and
+// the CPU per run of the process `service` (when given) and of this process's children.
 template <typename Fn>
-Sustained Sustain(int threads, double seconds, Fn one) {
+Sustained Sustain(int threads, double seconds, Fn one, pid_t service = -1) {
   std::atomic<int> runs{0}, failed{0};
   const double busy0 = HostBusySeconds();
+  const double service0 = service > 0 ? ProcessCpuSeconds(service) : 0;
+  const double children0 = ChildrenCpuSeconds();
   const auto t0 = Clock::now();
   const auto until = t0 + std::chrono::duration<double>(seconds);
   std::vector<std::thread> pool;
@@ -154,10 +189,16 @@ Sustained Sustain(int threads, double seconds, Fn one) {
   for (auto& th : pool) th.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const double busy = HostBusySeconds() - busy0;
+  const double service_cpu = service > 0 ? ProcessCpuSeconds(service) - service0 : 0;
+  const double children_cpu = ChildrenCpuSeconds() - children0;
   if (failed.load() > 0) std::fprintf(stderr, "%d runs failed\n", failed.load());
   Sustained out;
   out.runs_per_second = runs.load() / wall;
-  out.cpu_ms_per_run = runs.load() > 0 ? 1000.0 * busy / runs.load() : 0;
+  if (runs.load() > 0) {
+    out.cpu_ms_per_run = 1000.0 * busy / runs.load();
+    out.service_ms_per_run = 1000.0 * service_cpu / runs.load();
+    out.children_ms_per_run = 1000.0 * children_cpu / runs.load();
+  }
   return out;
 }
 
@@ -206,9 +247,9 @@ int main(int argc, char** argv) {
   }
   // python-untrusted is pooled; base-untrusted (the same daemon) is not: the cold run through the
   // service. Its plan differs (python-untrusted extends it), the work (/bin/echo) is the same.
-  bench::BenchDaemon daemon("pool-bench", 4,
-                            "    pool \"python-untrusted\" { size = " +
-                                std::to_string(kPoolSize) + " }\n");
+  bench::BenchDaemon daemon(
+      "pool-bench", 4,
+      "    pool \"python-untrusted\" { size = " + std::to_string(kPoolSize) + " }\n");
   if (Status st = daemon.Start(); !st.ok()) {
     std::fprintf(stderr, "daemon: %s\n", st.ToString().c_str());
     return 1;
@@ -259,8 +300,9 @@ int main(int argc, char** argv) {
 
   std::printf("\nsustained, /bin/true, %.0f s per point: runs/s and host CPU ms per run\n",
               seconds);
-  std::printf("%-12s %14s %14s %14s %14s %18s\n", "concurrency", "raw runs/s", "pooled runs/s",
-              "raw CPU ms", "pooled CPU ms", "raw+flags CPU ms");
+  std::printf("%-12s %14s %14s %14s %14s %18s %12s %12s\n", "concurrency", "raw runs/s",
+              "pooled runs/s", "raw CPU ms", "pooled CPU ms", "raw+flags CPU ms", "service ms",
+              "submit ms");
   std::atomic<int> raw_ids{100000};
   const std::string socket = daemon.socket();
   for (int k : {1, 2, 4}) {
@@ -269,18 +311,23 @@ int main(int argc, char** argv) {
       return bench::RawRun(slots[static_cast<size_t>(t)], raw_ids++, false);
     });
     if (!WaitReady(socket, kPoolSize)) return 1;
-    const Sustained p = Sustain(k, seconds, [&](int, int) -> Result<double> {
-      std::vector<std::string> a = {SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
-                                    "--policy",         "python-untrusted", "--",       "/bin/true"};
-      return bench::TimedRun(a);
-    });
+    const Sustained p = Sustain(
+        k, seconds,
+        [&](int, int) -> Result<double> {
+          std::vector<std::string> a = {
+              SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
+              "--policy",         "python-untrusted", "--",       "/bin/true"};
+          return bench::TimedRun(a);
+        },
+        daemon.pid());
     // Raw runsc with the driver's runsc flags (--debug-log, --strace of fork-like calls): how
     // much of what a pooled lifecycle adds is runsc's own work for those flags.
     const Sustained f = Sustain(k, seconds, [&](int t, int) {
       return bench::RawRun(slots[static_cast<size_t>(t)], raw_ids++, true);
     });
-    std::printf("%-12d %14.2f %14.2f %14.1f %14.1f %18.1f\n", k, r.runs_per_second,
-                p.runs_per_second, r.cpu_ms_per_run, p.cpu_ms_per_run, f.cpu_ms_per_run);
+    std::printf("%-12d %14.2f %14.2f %14.1f %14.1f %18.1f %12.1f %12.1f\n", k, r.runs_per_second,
+                p.runs_per_second, r.cpu_ms_per_run, p.cpu_ms_per_run, f.cpu_ms_per_run,
+                p.service_ms_per_run, p.children_ms_per_run);
   }
   std::filesystem::remove_all(scratch);
   return 0;

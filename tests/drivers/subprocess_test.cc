@@ -262,10 +262,9 @@ TEST(SubprocessTest, ManySpawnsLeakNoDescriptors) {
   EXPECT_EQ(count_fds(), before);
 }
 
-// What the child resets before execve is its own: the parent's signal handlers stay installed.
-// Spawns from several threads at once each run their own program with their own arguments and
-// descriptors. (Both would break if the child were made to share the parent's memory or handler
-// table carelessly; a CLONE_VM | CLONE_VFORK spawn was tried and withdrawn, docs/benchmarks.md.)
+// The child shares the parent's memory until execve (no go barrier, subprocess.h): what it
+// resets is its own. The parent's signal handlers stay installed, and spawns from several
+// threads at once each run their own program with their own arguments and descriptors.
 void CountingHandler(int) {}
 
 TEST(SubprocessTest, TheChildsSignalResetDoesNotReachTheParent) {
