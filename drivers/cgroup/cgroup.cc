@@ -507,8 +507,23 @@ Result<std::vector<pid_t>> RunCgroup::Procs() const {
   return std::vector<pid_t>(all.begin(), all.end());
 }
 
+Status RunCgroup::SetFrozen(bool frozen) {
+  const bool v2 = version_ == Version::kV2;
+  const std::string dir = DirOf("freezer");
+  const std::string file = v2 ? dir + "/cgroup.freeze" : dir + "/freezer.state";
+  if (dir.empty() || !fs_->Exists(file)) {
+    return Status::FailedPrecondition("cgroup: no freezer for " + rel_);
+  }
+  const char* value = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+  if (int err = fs_->WriteFile(file, value); err != 0) return FsError("write", file, err);
+  return Status::Ok();
+}
+
 Status RunCgroup::KillAll() {
   if (!valid()) return Status::Ok();
+  // Best effort: a cgroup that cannot be thawed keeps its processes, and Destroy then reports it
+  // busy rather than gone.
+  SetFrozen(false).ok();
   if (version_ == Version::kV2 && fs_->Exists(dirs_.front() + "/cgroup.kill")) {
     if (int err = fs_->WriteFile(dirs_.front() + "/cgroup.kill", "1"); err != 0 && err != ENOENT) {
       return FsError("write 1", dirs_.front() + "/cgroup.kill", err);

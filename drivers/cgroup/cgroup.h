@@ -167,7 +167,14 @@ class RunCgroup {
   // really started with (gVisor's sandbox process, QEMU), for the run's evidence.
   std::vector<std::vector<std::string>> MemberCommandLines() const;
 
-  // SIGKILLs every process in the cgroup (v2 cgroup.kill when the kernel has it).
+  // Freezes or thaws every process in the cgroup (v1 freezer.state FROZEN / THAWED, v2
+  // cgroup.freeze 1 / 0), as `runsc pause` and `runsc resume` do to a sandbox. A frozen process
+  // uses no CPU and runs nothing until thawed; freezing takes effect within moments (the kernel
+  // stops each task at its next return to user space). A host without the freezer (v1 without
+  // the hierarchy, v2 without cgroup.freeze): FailedPrecondition, and nothing changes.
+  Status SetFrozen(bool frozen);
+  // SIGKILLs every process in the cgroup (v2 cgroup.kill when the kernel has it); thaws it first
+  // (on v1 a frozen task does not act on a SIGKILL until it is thawed).
   Status KillAll();
   // Kills what is left, then removes the directories, retrying rmdir on EBUSY for up to
   // `patience`. Idempotent; after success valid() is false.

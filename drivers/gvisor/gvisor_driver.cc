@@ -329,6 +329,7 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   bool filtered = false;
   SAFEX_RETURN_IF_ERROR(
       BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io, &boot, &filtered));
+  gvisor::Park(*s);
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
       preq.sandbox_id, PlanDigestOf(plan, preq.plan_digest), generation, RealtimeNs(), filtered,
       std::move(s), std::move(io), std::move(boot.enforcement)));
@@ -373,8 +374,9 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
   parts->state = sandbox->TakeState();
   parts->io = sandbox->TakeIo();
   gvisor::RunState& s = *parts->state;
-  // As a pooled run's hand-over (run_steps.h 6c): its CPU share back; what the boot and the wait
-  // used is no command's.
+  // As a pooled run's hand-over (run_steps.h 6c): thawed, its CPU share back; what the boot and
+  // the wait used is no command's.
+  SAFEX_RETURN_IF_ERROR(gvisor::Unpark(s));
   SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/false));
   SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
   const char become = 's';
@@ -444,12 +446,15 @@ Status GvisorDriver::CleanRunDir(const Ready& ready, const std::string& name,
     bool has_state = false;
     for (const std::string& n : ListDirectoryOrEmpty(state))
       has_state = has_state || n.ends_with(".state");
+    // A pooled sandbox waited frozen (run_steps.h, Park): thawed first, or runsc could not
+    // reach it and its processes could not act on their kill.
+    auto cg = ready.cgroups.Adopt(options_.cgroup_parent, name);
+    if (cg.ok()) cg->SetFrozen(false).ok();
     if (has_state) {
       auto d = RunTool({options_.runsc_path, "--root=" + state, "delete", "--force", name},
                        std::chrono::milliseconds(10000));
       if (!d.ok()) note("runsc delete " + name, d.status());
     }
-    auto cg = ready.cgroups.Adopt(options_.cgroup_parent, name);
     if (cg.ok()) {
       note("cgroup " + name, cg->Destroy());
     } else if (cg.status().code() != Status::Code::kNotFound) {

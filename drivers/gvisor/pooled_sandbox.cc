@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "drivers/gvisor/run_steps.h"
+
 namespace safex::drivers::gvisor {
 namespace {
 
@@ -25,7 +27,9 @@ PooledSandbox::PooledSandbox(std::string id, std::string plan_digest, std::strin
 
 PooledSandbox::~PooledSandbox() {
   if (!state_) return;  // handed to a session (TakeState)
-  // EOF on its channel: the launcher exits 125 without running anything; then everything goes.
+  // Thawed (it waited frozen), then EOF on its channel: the launcher exits 125 without running
+  // anything; then everything goes.
+  Unpark(*state_).ok();
   io_.go.write.Reset();
   io_.stdin_pipe.reset();
   state_->Teardown(std::chrono::milliseconds(2000));

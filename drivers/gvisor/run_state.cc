@@ -70,6 +70,11 @@ std::vector<std::string> RunState::Runsc(std::initializer_list<std::string> args
 void RunState::StopSandbox(std::chrono::milliseconds grace) {
   if (sandbox_stopped) return;
   sandbox_stopped = true;
+  // A parked sandbox (run_steps.h) cannot answer runsc or act on a signal until thawed.
+  if (frozen) {
+    cg.SetFrozen(false).ok();
+    frozen = false;
+  }
   if (runsc.valid() && !runsc.reaped()) {
     // Ask runsc first: it ends the container cleanly and keeps its state consistent. The cgroup
     // kill is the fallback for a sandbox that does not go (wedged sentry, runsc stuck): every

@@ -60,6 +60,8 @@ struct RunState {
   // The cgroup's cpuset before it was narrowed to the plan's CPUs (visible_cpus.h), put back
   // before the program starts; "" when nothing was narrowed.
   std::string cpuset_restore;
+  // A pooled sandbox waits frozen (Park): thawed at its hand-over and before it is stopped.
+  bool frozen = false;
   std::unique_ptr<net::RunNetwork> net;
   Subprocess runsc;
   bool sandbox_stopped = false;

@@ -206,6 +206,62 @@ TEST(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
   }
 }
 
+// A waiting pooled sandbox is frozen (no CPU while it waits) and thawed for its run; a kill thaws
+// first, since on v1 a frozen task does not act on a SIGKILL until it is thawed.
+TEST(CgroupV1FakeTree, FreezesThawsAndThawsBeforeKilling) {
+  TempTree t;
+  FakeKernelFs fs(false);
+  fs.set_root_len(t.path().size());
+  LayOutV1Hybrid(t.path());
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  auto rc = host->CreateRun("safex", "r", {});
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  const std::string state = t.path() + "/freezer/safex/r/freezer.state";
+  ASSERT_TRUE(rc->SetFrozen(true).ok());
+  EXPECT_EQ(ReadAll(state), "FROZEN");
+  ASSERT_TRUE(rc->SetFrozen(false).ok());
+  EXPECT_EQ(ReadAll(state), "THAWED");
+  ASSERT_TRUE(rc->SetFrozen(true).ok());
+  WriteAll(t.path() + "/pids/safex/r/cgroup.procs", "11\n");
+  fs.ops.clear();
+  EXPECT_TRUE(rc->KillAll().ok());
+  ASSERT_GE(fs.ops.size(), 2u);
+  EXPECT_EQ(fs.ops[0], "write freezer.state THAWED");
+  EXPECT_EQ(fs.ops[1], "kill 11");
+  EXPECT_TRUE(rc->Destroy().ok());
+}
+
+TEST(CgroupV2FakeTree, FreezesWithCgroupFreeze) {
+  TempTree t;
+  LayOutV2(t.path());
+  FakeKernelFs fs(true);
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok());
+  auto rc = host->CreateRun("safex", "r", {});
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  ASSERT_TRUE(rc->SetFrozen(true).ok());
+  EXPECT_EQ(ReadAll(t.path() + "/safex/r/cgroup.freeze"), "1");
+  ASSERT_TRUE(rc->SetFrozen(false).ok());
+  EXPECT_EQ(ReadAll(t.path() + "/safex/r/cgroup.freeze"), "0");
+}
+
+// Without a freezer hierarchy nothing is written, and the caller is told.
+TEST(CgroupV1FakeTree, NoFreezerIsAFailedPrecondition) {
+  TempTree t;
+  FakeKernelFs fs(false);
+  fs.set_root_len(t.path().size());
+  LayOutV1Hybrid(t.path());
+  safex::RemoveTree(t.path() + "/freezer").ok();
+  auto host = CgroupHost::Detect(t.path(), &fs);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  auto rc = host->CreateRun("safex", "r", {});
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  Status st = rc->SetFrozen(true);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
+  EXPECT_TRUE(rc->KillAll().ok());
+}
+
 TEST(CgroupFakeTree, NoCgroupsAtAllIsUnavailable) {
   TempTree t;
   FakeKernelFs fs(true);

@@ -48,7 +48,8 @@ class FakeKernelFs : public HostCgroupFs {
     if (v2_) {
       std::string delegated = ReadAll(parent + "/cgroup.subtree_control");
       WriteAll(path + "/cgroup.controllers", delegated);
-      files.insert(files.end(), {"cgroup.subtree_control", "cgroup.kill", "cgroup.events"});
+      files.insert(files.end(),
+                   {"cgroup.subtree_control", "cgroup.kill", "cgroup.events", "cgroup.freeze"});
       std::istringstream in(delegated);
       std::string c;
       while (in >> c) {
@@ -84,12 +85,14 @@ class FakeKernelFs : public HostCgroupFs {
         WriteAll(path + "/cpuacct.usage", "0\n");
       }
       if (name == "cpuset") files.insert(files.end(), {"cpuset.cpus", "cpuset.mems"});
+      if (name == "freezer") files.push_back("freezer.state");
     }
     // The kernel's defaults: no limit until one is written.
     const std::map<std::string, std::string> defaults = {
         {"memory.max", "max\n"},      {"pids.max", "max\n"},
         {"cpu.max", "max 100000\n"},  {"memory.limit_in_bytes", "9223372036854771712\n"},
-        {"cpu.cfs_quota_us", "-1\n"}, {"cpu.cfs_period_us", "100000\n"}};
+        {"cpu.cfs_quota_us", "-1\n"}, {"cpu.cfs_period_us", "100000\n"},
+        {"freezer.state", "THAWED\n"}, {"cgroup.freeze", "0\n"}};
     for (const std::string& f : files) {
       if (access((path + "/" + f).c_str(), F_OK) != 0) {
         auto d = defaults.find(f);
@@ -110,6 +113,7 @@ class FakeKernelFs : public HostCgroupFs {
   int WriteFile(const std::string& path, std::string_view data) override {
     if (access(path.c_str(), F_OK) != 0) return ENOENT;  // control files are never created
     writes[path] = std::string(data);
+    ops.push_back("write " + path.substr(path.rfind('/') + 1) + " " + std::string(data));
     if (path.ends_with("/cgroup.kill") && data == "1") {
       WriteAll(path.substr(0, path.rfind('/')) + "/cgroup.procs", "");
       ++kills;
@@ -137,6 +141,7 @@ class FakeKernelFs : public HostCgroupFs {
 
   int KillMember(pid_t pid, const std::string& procs_file) override {
     killed.push_back(pid);
+    ops.push_back("kill " + std::to_string(pid));
     std::string procs = ReadAll(procs_file), out;
     std::istringstream in(procs);
     std::string w;
@@ -152,6 +157,7 @@ class FakeKernelFs : public HostCgroupFs {
   int mkdirs = 0, rmdirs = 0, kills = 0;
   std::map<std::string, std::string> writes;
   std::vector<pid_t> killed;
+  std::vector<std::string> ops;  // "write FILE VALUE" and "kill PID", in order
 
  private:
   bool v2_;

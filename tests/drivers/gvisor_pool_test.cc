@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -170,6 +171,50 @@ TEST_F(GvisorPoolTest, ASandboxRunsOnlyThePlanItWasMadeFrom) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("another plan"));
+}
+
+// A waiting sandbox is frozen (run_steps.h, Park): an idle Sentry on systrap uses CPU for its
+// timers, which a pool would take from running sandboxes. Its run thaws it and runs as ever.
+TEST_F(GvisorPoolTest, AWaitingSandboxIsFrozenAndUsesNoCpuUntilItsRun) {
+  plan::Plan p = BasePlan();
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  const bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+  const std::string dir =
+      v2 ? "/sys/fs/cgroup/safex/" + sb->id() : "/sys/fs/cgroup/freezer/safex/" + sb->id();
+  const std::string state_file = dir + (v2 ? "/cgroup.freeze" : "/freezer.state");
+  auto read_first_word = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string w;
+    in >> w;
+    return w;
+  };
+  auto cpu_ns = [&]() -> uint64_t {
+    if (!v2) {
+      uint64_t ns = 0;
+      std::ifstream("/sys/fs/cgroup/cpuacct/safex/" + sb->id() + "/cpuacct.usage") >> ns;
+      return ns;
+    }
+    std::ifstream in(dir + "/cpu.stat");
+    std::string key;
+    uint64_t usec = 0;
+    in >> key >> usec;  // usage_usec first
+    return usec * 1000;
+  };
+  // Freezing completes as each task next returns to user space.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (read_first_word(state_file) != (v2 ? "1" : "FROZEN") &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(read_first_word(state_file), v2 ? "1" : "FROZEN");
+  const uint64_t before = cpu_ns();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(cpu_ns(), before) << "a frozen sandbox used CPU while it waited";
+  ASSERT_TRUE(sb->Healthy());
+  RunResult r = MustRunPooled(std::move(sb), p, {"/bin/echo", "hi"});
+  EXPECT_EQ(r.stdout_stream.data, "hi\n");
+  EXPECT_EQ(r.exit_code, 0);
 }
 
 // Destroyed unused (evicted, the service stopping): nothing is left (the fixture's leak check),
