@@ -94,10 +94,9 @@ void Park(RunState& s);
 Status Unpark(RunState& s);
 // 6c. (pooled) The hand-over to a sandbox that waited: thawed (Unpark), its CPU share back to
 //     normal (it booted and waited at a low one, CreateCgroup), what it used so far becomes the
-//     baseline
-//     (the CPU of boot and idling is not the run's; the memory high-water mark starts again
-//     where the kernel can reset it), then the launcher gets the program's argv and whether
-//     stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).
+//     baseline (the CPU of boot and idling is not the run's; the memory high-water mark starts
+//     again where the kernel can reset it), then the launcher gets the program's argv and
+//     whether stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).
 Status HandOver(const RunContext& c, RunIo& io, RunState& s);
 // 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
