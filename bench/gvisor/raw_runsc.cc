@@ -35,6 +35,7 @@ Status RawBundle::Make(const plan::Plan& p, const std::vector<std::string>& argv
                        const std::string& name) {
   dir = "/run/safex-bench-" + std::to_string(getpid()) + "-" + name;
   bundle = dir + "/bundle";
+  platform = p.gvisor.platform;
   safex::RemoveTree(dir).ok();
   for (const std::string& d : {dir, bundle, bundle + "/rootfs", dir + "/state"}) {
     if (mkdir(d.c_str(), 0700) != 0) return Status::Errno("mkdir", d, errno);
@@ -64,8 +65,12 @@ RawBundle::~RawBundle() {
 }
 
 Result<double> RawRun(const RawBundle& b, int i, bool driver_flags) {
-  std::vector<std::string> argv = {kRunsc, "--root=" + b.dir + "/state", "--network=none",
-                                   "--oci-seccomp", "--overlay2=none"};
+  std::vector<std::string> argv = {kRunsc,
+                                   "--root=" + b.dir + "/state",
+                                   "--network=none",
+                                   "--oci-seccomp",
+                                   "--overlay2=none",
+                                   "--platform=" + b.platform};
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   int log[2];
   if (pipe2(log, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);

@@ -20,6 +20,7 @@ struct RawBundle {
   std::string dir;
   std::string bundle;
   std::string cgroups_path;
+  std::string platform;  // the plan's gVisor platform, passed to runsc as the driver does
   Status Make(const plan::Plan& p, const std::vector<std::string>& argv, const std::string& name);
   ~RawBundle();
 };

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "common/unique_fd.h"
@@ -50,9 +51,17 @@ Status BenchDaemon::Start() {
   std::filesystem::create_directories(policy_dir());
   chmod(dir_.c_str(), 0755);
   for (const char* p : {"base-untrusted", "python-untrusted"}) {
-    std::filesystem::copy_file(
-        std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/" + p + ".policy",
-        policy_dir() + "/" + p + ".policy", std::filesystem::copy_options::overwrite_existing);
+    const std::string source =
+        std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/" + p + ".policy";
+    std::ifstream in(source);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t last = text.rfind('}');  // the policy block's end
+    if (!in.is_open() || last == std::string::npos)
+      return Status::Internal("cannot read " + source);
+    if (!platform_.empty()) text.insert(last, "  gvisor { platform = " + platform_ + " }\n");
+    std::ofstream out(policy_dir() + "/" + p + ".policy");
+    out << text;
+    if (!out) return Status::Internal("cannot write policy " + std::string(p));
   }
   std::string config = "host {\n  service {\n";
   config += "    policy_dir = \"" + policy_dir() + "\"\n";
@@ -69,11 +78,11 @@ Status BenchDaemon::Start() {
     out << config;
     if (!out) return Status::Internal("cannot write " + dir_ + "/host.policy");
   }
-  UniqueFd log(open((dir_ + "/serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC,
-                    0600));
+  UniqueFd log(
+      open((dir_ + "/serve.log").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0600));
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY, "serve",       "--config",
+  so.argv = {SAFEX_BENCH_BINARY,    "serve",       "--config",
              dir_ + "/host.policy", "--audit-key", dir_ + "/audit.key"};
   so.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   so.fds = {{0, devnull.get()}, {1, log.get()}, {2, log.get()}};

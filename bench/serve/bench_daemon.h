@@ -24,6 +24,10 @@ class BenchDaemon {
   BenchDaemon(const std::string& name, int max_concurrent, const std::string& extra_service = "");
   ~BenchDaemon();  // SIGTERM, wait, remove the directory
 
+  // The gVisor platform written into the example policies (`gvisor { platform = ... }`); empty
+  // leaves theirs (systrap). Before Start.
+  void set_platform(const std::string& platform) { platform_ = platform; }
+
   // Writes the policies and the config, spawns the daemon and waits for /v1/health.
   Status Start();
   const std::string& dir() const { return dir_; }
@@ -35,6 +39,7 @@ class BenchDaemon {
   std::string dir_;
   int max_concurrent_;
   std::string extra_;
+  std::string platform_;
   std::optional<Subprocess> daemon_;
 };
 

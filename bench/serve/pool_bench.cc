@@ -19,7 +19,9 @@
 //      /proc/PID/stat, its threads only: the sandboxes are runsc's processes) and the `safex
 //      submit` clients' (this process's waited-for children), per run.
 //
-//   sudo build/bench/serve/pool_bench [runs [SECONDS]]      (default 20 and 20)
+//   sudo build/bench/serve/pool_bench [runs [SECONDS [PLATFORM]]]   (default 20, 20, systrap)
+//
+// PLATFORM (systrap or ptrace) is the gVisor platform of both policies and of the anchor.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -213,6 +215,11 @@ void Report(const char* what, const std::vector<double>& v, double anchor_p50) {
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
   const double seconds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
+  const std::string platform = argc > 3 ? argv[3] : "systrap";
+  if (platform != "systrap" && platform != "ptrace") {
+    std::fprintf(stderr, "pool_bench: PLATFORM is systrap or ptrace\n");
+    return 2;
+  }
   if (geteuid() != 0) {
     std::fprintf(stderr, "pool_bench: needs root (safex serve, runsc)\n");
     return 2;
@@ -227,6 +234,7 @@ int main(int argc, char** argv) {
   // The bare bundle gets a plain directory where the driver makes an input snapshot or output
   // tmpfs; everything else of the plan is the same.
   plan::Plan plan = *compiled.plan;
+  plan.gvisor.platform = platform;
   // (Not /var/tmp/safex-pool-bench-PID: that is the bench daemon's own directory.)
   const std::string scratch = "/var/tmp/safex-pool-bench-raw-" + std::to_string(getpid());
   std::filesystem::create_directories(scratch);
@@ -250,6 +258,7 @@ int main(int argc, char** argv) {
   bench::BenchDaemon daemon(
       "pool-bench", 4,
       "    pool \"python-untrusted\" { size = " + std::to_string(kPoolSize) + " }\n");
+  daemon.set_platform(platform);
   if (Status st = daemon.Start(); !st.ok()) {
     std::fprintf(stderr, "daemon: %s\n", st.ToString().c_str());
     return 1;
@@ -286,7 +295,8 @@ int main(int argc, char** argv) {
   const int64_t hits = Metric(daemon.socket(), "safex_pool_hits_total") - hits_before;
 
   const double anchor = Percentile(raw, 0.5);
-  std::printf("pool_bench: %d runs each, /bin/echo hi, time to first byte in ms\n", runs);
+  std::printf("pool_bench: %d runs each, /bin/echo hi, platform %s, time to first byte in ms\n",
+              runs, platform.c_str());
   std::printf("%-34s %9s %9s %9s\n", "", "p50", "p99", "p50/raw");
   Report("raw runsc run (anchor)", raw, anchor);
   Report("safex submit, warm pool", pooled, anchor);

@@ -622,7 +622,8 @@ RunRecord Suite::Execute(const Invocation& inv, CaseEnv& env) {
   // a pooled policy would take the ready sandboxes that column's runs are promised.
   r.policy_path = WrapperPolicy(
       inv.policy, env.backend,
-      inv.policy_extra + (env.session ? "  # the session column's own (not pooled)\n" : ""));
+      inv.policy_extra + (env.session ? "  # the session column's own (not pooled)\n" : "") +
+          (env.platform.empty() ? "" : "  gvisor { platform = " + env.platform + " }\n"));
   auto has_flag = [&](const std::string& f) {
     return std::find(inv.flags.begin(), inv.flags.end(), f) != inv.flags.end();
   };
@@ -951,10 +952,12 @@ void Suite::RunCase(const Case& c, const Column& column) {
   const std::string& backend = column.backend;
   CaseEnv env{this,
               backend,
-              work_ + "/cases/" + c.id + "-" + backend + (column.submit ? "-submit" : ""),
+              work_ + "/cases/" + c.id + "-" + backend + (column.submit ? "-submit" : "") +
+                  (column.platform.empty() ? "" : "-" + column.platform),
               {}};
   env.submit = column.submit;
   env.session = column.session;
+  env.platform = column.platform;
   mkdir(env.dir.c_str(), 0755);
   Cell cell;
   // Nothing a case does may end the process (a worker thread's exception would: std::terminate,
@@ -1350,6 +1353,9 @@ std::string Suite::Report() const {
         "file and to the root in the scratch space); the session is closed after the run and "
         "nothing of it may be left (a case that gives input files is not run there: a session's "
         "command takes none). "
+        "The column `gvisor (ptrace)` makes the runs of the `gvisor` column with gVisor's other "
+        "platform, ptrace, set in each run's policy (`gvisor { platform = ptrace }`); the "
+        "`gvisor` column runs on the examples' own, systrap. "
         "A cell says what was observed:\n\n";
   md << "- **contained**: the expected outcome, the right verdict and exit status, the run in the "
         "audit log with that verdict, nothing left behind that names the run, and the probe itself "

@@ -55,6 +55,9 @@ struct Column {
   // Through the service too, as the second command of an agent session whose first command
   // tried to leave something behind for it (kPersistAttempt in suite.cc).
   bool session = false;
+  // gVisor's platform, set in every run's wrapper policy (`gvisor { platform = ... }`); empty:
+  // the example policy's own (systrap).
+  std::string platform;
 };
 // The submit column's service keeps a warm pool for the suite's two gVisor wrapper policies
 // (the plain python-untrusted and base-untrusted wrappers, which most cases use): each of their
@@ -65,7 +68,8 @@ inline const std::vector<Column> kColumns = {
     {"microvm", "microvm", false},
     {"native (as trusted)", "native", false},
     {"gvisor, submit (pooled)", "gvisor", true},
-    {"gvisor, session (2nd command)", "gvisor", true, true}};
+    {"gvisor, session (2nd command)", "gvisor", true, true},
+    {"gvisor (ptrace)", "gvisor", false, false, "ptrace"}};
 
 // One `safex run` of a case.
 struct Invocation {
@@ -147,6 +151,7 @@ struct CaseEnv {
   std::map<std::string, std::string> vars;
   bool submit = false;  // through `safex submit` to the suite's `safex serve`
   bool session = false;  // ... as a session's second command (Column::session)
+  std::string platform;  // gVisor's platform in the wrapper policy (Column::platform)
 };
 
 struct Case {

@@ -46,6 +46,8 @@ class GvisorPoolTest : public GvisorTest {
     EXPECT_EQ(r->teardown_error, "");
     return *r;
   }
+
+  void ExpectFrozenUntilItsRun(const plan::Plan& p);
 };
 
 TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
@@ -175,8 +177,8 @@ TEST_F(GvisorPoolTest, ASandboxRunsOnlyThePlanItWasMadeFrom) {
 
 // A waiting sandbox is frozen (run_steps.h, Park): an idle Sentry on systrap uses CPU for its
 // timers, which a pool would take from running sandboxes. Its run thaws it and runs as ever.
-TEST_F(GvisorPoolTest, AWaitingSandboxIsFrozenAndUsesNoCpuUntilItsRun) {
-  plan::Plan p = BasePlan();
+// A sandbox of `p` is made, found frozen, uses no CPU for 1.5 s, then runs /bin/echo.
+void GvisorPoolTest::ExpectFrozenUntilItsRun(const plan::Plan& p) {
   auto sb = MustPrepare(p);
   ASSERT_NE(sb, nullptr);
   const bool v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
@@ -215,6 +217,19 @@ TEST_F(GvisorPoolTest, AWaitingSandboxIsFrozenAndUsesNoCpuUntilItsRun) {
   RunResult r = MustRunPooled(std::move(sb), p, {"/bin/echo", "hi"});
   EXPECT_EQ(r.stdout_stream.data, "hi\n");
   EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST_F(GvisorPoolTest, AWaitingSandboxIsFrozenAndUsesNoCpuUntilItsRun) {
+  ExpectFrozenUntilItsRun(BasePlan());
+}
+
+// On ptrace the Sentry's address spaces are its ptrace tracees (systrap: its stub processes):
+// all of them are in the run's cgroup, frozen and thawed with it, and the tracer picks them up
+// again after the thaw (docs/operating.md: ptrace is the pool's faster platform here).
+TEST_F(GvisorPoolTest, OnPtraceTooAWaitingSandboxIsFrozenAndRunsAfterItsThaw) {
+  plan::Plan p = BasePlan();
+  p.gvisor.platform = "ptrace";
+  ExpectFrozenUntilItsRun(p);
 }
 
 // Destroyed unused (evicted, the service stopping): nothing is left (the fixture's leak check),
