@@ -26,6 +26,9 @@
  * - When the command's process ends, every other process of the sandbox is killed (kill(-1)
  *   from pid 1 reaches all but init) and reaped before the answer: nothing a command started
  *   outlives it, and the host reads the command's stdout/stderr files knowing no writer is left.
+ *   The kill is repeated every 10 ms until no child is left: a fork under way while kill(-1)
+ *   went through the processes can bring a new one after it (seen in gVisor: a double-forked
+ *   daemon outlived one kill and held the command until the host's deadline).
  * - The launcher is not dumpable: a command running as the same uid cannot ptrace it or write
  *   its memory to forge answers.
  * - Files are written and read by this process, as the program's uid under its filter (never as
@@ -46,6 +49,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A command's bounds: 16 MiB of stdin or file bytes and 4 MiB of argv (the host refuses more). */
@@ -177,19 +181,25 @@ static int command_during_exec(struct exec_run* e) {
 }
 
 /* Until the command and every process it left are gone: reaping on SIGCHLD (blocked except
- * inside ppoll, so none is lost between a reap and the wait), stdin fed, a kill obeyed. */
+ * inside ppoll, so none is lost between a reap and the wait), stdin fed, a kill obeyed. Once
+ * the command has ended (or was killed), what is left is killed again at every turn, at least
+ * every 10 ms: a process forked while the last kill(-1) went through is not missed. */
 static int supervise(struct exec_run* e) {
   sigset_t wait_mask = runtime_mask;
   sigdelset(&wait_mask, SIGCHLD);
+  const struct timespec again = {0, 10 * 1000 * 1000};
   for (;;) {
     reap(e);
-    if (e->child_done && !e->killed) kill_all(e); /* what the command left behind */
     if (e->child_done && e->no_children) return 0;
+    if (e->child_done || e->killed) kill_all(e); /* what the command left behind */
     struct pollfd p[2] = {{command_fd, POLLIN, 0}, {e->stdin_fd, POLLOUT, 0}};
-    const int n = ppoll(p, e->stdin_fd >= 0 ? 2 : 1, NULL, &wait_mask);
+    const int n = ppoll(p, e->stdin_fd >= 0 ? 2 : 1, e->killed ? &again : NULL, &wait_mask);
     if (n < 0) continue; /* EINTR: a child changed state */
     if (p[0].revents != 0 && command_during_exec(e) != 0) {
-      while (!e->no_children) reap(e);
+      while (!e->no_children) {
+        kill_all(e);
+        reap(e);
+      }
       return -1;
     }
     if (e->stdin_fd >= 0 && p[1].revents != 0) feed_stdin(e);

@@ -96,6 +96,26 @@ TEST_F(GvisorSessionTest, BackgroundProcessesAreKilledWhenTheirCommandEnds) {
   EXPECT_EQ(ps.stdout_stream.data, "2\n");
 }
 
+// A fork under way while the init's kill(-1) goes through the processes can bring a new process
+// after it; the init kills again until none is left (launch/session.c). Each command here ends
+// while a subshell it left is forking long sleeps: it must end with its own process, not at the
+// wall-time limit, and nothing of it may be left for the next.
+TEST_F(GvisorSessionTest, AProcessForkedWhileLeftoversAreKilledIsKilledToo) {
+  plan::Plan p = BasePlan();
+  p.limits.wall_time_ns = 5'000'000'000ull;
+  auto s = MustOpen(p);
+  ASSERT_NE(s, nullptr);
+  for (int i = 0; i < 8; ++i) {
+    RunResult r = MustExec(*s, Sh("(for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; "
+                                  "do sleep 30 & done; wait) & echo up"));
+    EXPECT_EQ(r.limit, LimitHit::kNone) << "command " << i << ": " << r.limit_detail;
+    EXPECT_EQ(r.exit_code, 0) << "command " << i;
+    EXPECT_EQ(r.stdout_stream.data, "up\n") << "command " << i;
+  }
+  RunResult ps = MustExec(*s, Sh("set -- /proc/[0-9]*; echo $#"));
+  EXPECT_EQ(ps.stdout_stream.data, "2\n");
+}
+
 // The init is not dumpable: its memory is not a command's to read or write (to forge answers).
 // A command can still kill it (gVisor gives a pid namespace's init no protection from its own
 // uid's signals): that ends the session, reported as such, and nothing runs in it again.
