@@ -21,6 +21,7 @@ declare -A cmd=(
   [output]="build/bench/output/output_bench --benchmark_min_time=2"
   [gvisor]="build/bench/gvisor/gvisor_bench $RUNS"
   [gvisor_idle]="bench/gvisor/exec_after_idle.py 12 5"
+  [gvisor_platforms]="bench/gvisor/platforms.py 10"
   [run]="build/bench/run/run_bench $RUNS"
   [net]="build/bench/net/net_bench 200"
   [net_gvisor]="build/bench/net/net_gvisor_bench $RUNS"
@@ -35,7 +36,7 @@ declare -A cmd=(
   [fleet]="build/bench/fleet/fleet_bench"
   [oci]="bench/oci/oci_bench.py 10"
 )
-order=(dsl compiler audit output gvisor gvisor_idle run net net_gvisor microvm native serve api pool
+order=(dsl compiler audit output gvisor gvisor_idle gvisor_platforms run net net_gvisor microvm native serve api pool
   pool_handover microvm_pool session fleet oci)
 if (($#)); then order=("$@"); fi
 
