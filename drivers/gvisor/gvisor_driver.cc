@@ -329,7 +329,7 @@ Result<std::unique_ptr<PreparedSandbox>> GvisorDriver::Prepare(const plan::Plan&
   bool filtered = false;
   SAFEX_RETURN_IF_ERROR(
       BootAhead(plan, preq, /*session=*/false, "a pooled sandbox", *s, io, &boot, &filtered));
-  gvisor::Park(*s);
+  s->Park();
   return std::unique_ptr<PreparedSandbox>(std::make_unique<gvisor::PooledSandbox>(
       preq.sandbox_id, PlanDigestOf(plan, preq.plan_digest), generation, RealtimeNs(), filtered,
       std::move(s), std::move(io), std::move(boot.enforcement)));
@@ -376,7 +376,7 @@ Result<std::unique_ptr<SessionSandbox>> GvisorDriver::OpenPreparedSession(
   gvisor::RunState& s = *parts->state;
   // As a pooled run's hand-over (run_steps.h 6c): thawed, its CPU share back; what the boot and
   // the wait used is no command's.
-  SAFEX_RETURN_IF_ERROR(gvisor::Unpark(s));
+  SAFEX_RETURN_IF_ERROR(s.Unpark());
   SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/false));
   SAFEX_RETURN_IF_ERROR(gvisor::SetNonBlocking(parts->io.go.write.get()));
   const char become = 's';

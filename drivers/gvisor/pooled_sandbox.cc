@@ -4,8 +4,6 @@
 
 #include <cerrno>
 
-#include "drivers/gvisor/run_steps.h"
-
 namespace safex::drivers::gvisor {
 namespace {
 
@@ -29,7 +27,7 @@ PooledSandbox::~PooledSandbox() {
   if (!state_) return;  // handed to a session (TakeState)
   // Thawed (it waited frozen), then EOF on its channel: the launcher exits 125 without running
   // anything; then everything goes.
-  Unpark(*state_).ok();
+  state_->Unpark().ok();
   io_.go.write.Reset();
   io_.stdin_pipe.reset();
   state_->Teardown(std::chrono::milliseconds(2000));

@@ -67,14 +67,21 @@ std::vector<std::string> RunState::Runsc(std::initializer_list<std::string> args
   return v;
 }
 
+void RunState::Park() { frozen = cg.SetFrozen(true).ok(); }
+
+Status RunState::Unpark() {
+  if (!frozen) return Status::Ok();
+  SAFEX_RETURN_IF_ERROR(cg.SetFrozen(false));
+  frozen = false;
+  return Status::Ok();
+}
+
 void RunState::StopSandbox(std::chrono::milliseconds grace) {
   if (sandbox_stopped) return;
   sandbox_stopped = true;
-  // A parked sandbox (run_steps.h) cannot answer runsc or act on a signal until thawed.
-  if (frozen) {
-    cg.SetFrozen(false).ok();
-    frozen = false;
-  }
+  // A parked sandbox cannot answer runsc or act on a signal until thawed (best effort: the
+  // cgroup kill below thaws again).
+  Unpark().ok();
   if (runsc.valid() && !runsc.reaped()) {
     // Ask runsc first: it ends the container cleanly and keeps its state consistent. The cgroup
     // kill is the fallback for a sandbox that does not go (wedged sentry, runsc stuck): every

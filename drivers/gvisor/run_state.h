@@ -61,7 +61,7 @@ struct RunState {
   // before the program starts; "" when nothing was narrowed.
   std::string cpuset_restore;
   // A pooled sandbox waits frozen (Park): thawed at its hand-over and before it is stopped.
-  bool frozen = false;
+  bool frozen = false;  // Park and Unpark keep it
   std::unique_ptr<net::RunNetwork> net;
   Subprocess runsc;
   bool sandbox_stopped = false;
@@ -70,6 +70,12 @@ struct RunState {
 
   void Note(const std::string& what, const Status& st);
   std::vector<std::string> Runsc(std::initializer_list<std::string> args) const;
+
+  // Freezes the run's cgroup (run_steps.h, step 6b''); best effort: without a freezer the
+  // sandbox waits as it is, not frozen.
+  void Park();
+  // Thaws a parked sandbox (for its hand-over, a session's, or its end); nothing if not parked.
+  Status Unpark();
 
   // Ends every process of the run and removes runsc's state. Safe to call more than once.
   void StopSandbox(std::chrono::milliseconds grace);

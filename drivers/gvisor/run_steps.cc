@@ -362,15 +362,6 @@ Status PlaceInput(const RunContext& c, RunState& s) {
   return Status::InvalidArgument("an input directory was given but the plan has no input mount");
 }
 
-void Park(RunState& s) { s.frozen = s.cg.SetFrozen(true).ok(); }
-
-Status Unpark(RunState& s) {
-  if (!s.frozen) return Status::Ok();
-  SAFEX_RETURN_IF_ERROR(s.cg.SetFrozen(false));
-  s.frozen = false;
-  return Status::Ok();
-}
-
 Status HandOver(const RunContext& c, RunIo& io, RunState& s) {
   if (c.req.argv.size() > 64 * 1024) {
     return Status::InvalidArgument("a pooled sandbox takes at most 65536 arguments");
@@ -379,7 +370,7 @@ Status HandOver(const RunContext& c, RunIo& io, RunState& s) {
   if (msg.size() > 5 + 4 * 1024 * 1024) {
     return Status::InvalidArgument("argv is larger than a pooled sandbox's hand-over (4 MiB)");
   }
-  SAFEX_RETURN_IF_ERROR(Unpark(s));
+  SAFEX_RETURN_IF_ERROR(s.Unpark());
   SAFEX_RETURN_IF_ERROR(s.cg.SetCpuPriority(/*low=*/false));
   SAFEX_ASSIGN_OR_RETURN(s.cpu_baseline_ns, s.cg.CpuUsageNs());
   // Where the kernel has no reset (v2), the peak keeps the boot's: a larger figure, never a

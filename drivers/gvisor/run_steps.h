@@ -88,15 +88,13 @@ Status PlaceInput(const RunContext& c, RunState& s);
 // 6b''. (pooled) Once its launcher has reported, the waiting sandbox is frozen (its cgroup's
 //     freezer, as `runsc pause`): an idle Sentry on systrap still uses some 20-50 ms of CPU a
 //     second (its timers), which a pool of several would take from running sandboxes. Best
-//     effort: without a freezer the sandbox waits as it is.
-void Park(RunState& s);
-// Thaws a parked sandbox (for its hand-over, a session's, or its end); nothing if not parked.
-Status Unpark(RunState& s);
-// 6c. (pooled) The hand-over to a sandbox that waited: thawed (Unpark), its CPU share back to
-//     normal (it booted and waited at a low one, CreateCgroup), what it used so far becomes the
-//     baseline (the CPU of boot and idling is not the run's; the memory high-water mark starts
-//     again where the kernel can reset it), then the launcher gets the program's argv and
-//     whether stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).
+//     effort: without a freezer the sandbox waits as it is. RunState::Park; RunState::Unpark
+//     thaws it (for its hand-over, a session's, or its end), as StopSandbox does first.
+// 6c. (pooled) The hand-over to a sandbox that waited: thawed (RunState::Unpark), its CPU share
+//     back to normal (it booted and waited at a low one, CreateCgroup), what it used so far
+//     becomes the baseline (the CPU of boot and idling is not the run's; the memory high-water
+//     mark starts again where the kernel can reset it), then the launcher gets the program's
+//     argv and whether stdin is the pipe or /dev/null, and execs it (launch/safex-launch.c).
 Status HandOver(const RunContext& c, RunIo& io, RunState& s);
 // 7. Until every process of the run is gone: stdin fed, output captured (the cap stops the run),
 //    the wall deadline, CPU time and OOM kills from the cgroup, cancellation. Then whatever was
