@@ -365,6 +365,8 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
       r.limit_detail =
           "wall time limit: " + Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
           " (the VM was killed)";
+      // Whether the program or the guest hung: a stalled guest kernel says so on its console.
+      if (!s.console_tail.empty()) note("console at the kill: " + Tail(s.console_tail, 400));
     } else if (s.output_cap_hit) {
       r.limit = LimitHit::kOutput;
       r.limit_detail = fmt::format("output limit: more than {} bytes (the VM was killed)",

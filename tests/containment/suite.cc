@@ -209,6 +209,34 @@ std::string RunRecord::StdoutText() const {
   return t != nullptr && t->is_string() ? t->get<std::string>() : "";
 }
 
+std::string RunRecord::Evidence() const {
+  auto text = [this](const char* key) {
+    const nlohmann::json* v = Member(report, key);
+    if (v == nullptr || v->is_null()) return std::string("-");
+    return v->is_string() ? v->get<std::string>() : v->dump();
+  };
+  auto tail = [](const std::string& s, size_t n) {
+    return Trim(s.size() > n ? "..." + s.substr(s.size() - n) : s);
+  };
+  char head[160];
+  snprintf(head, sizeof head, "%s: exit %d after %.1f s%s%s",
+           inv.label.empty() ? "the run" : inv.label.c_str(), proc.status, proc.wall_seconds,
+           proc.timed_out ? " (the suite killed it)" : "",
+           proc.spawn_failed ? " (not started)" : "");
+  std::string e = std::string(head) + "; run " + run_id() + " (" + text("backend_mode") +
+                  "), verdict " + verdict() + ", limit " + text("limit") + " (" +
+                  text("limit_detail") + "), wall_ns " + text("wall_ns") + ", cpu_ns " +
+                  text("cpu_ns");
+  if (std::string d = text("diagnostics"); d != "-") e += "; diagnostics: " + tail(d, 600);
+  if (std::string r = Reason(); !r.empty()) e += "; reason: " + tail(r, 300);
+  if (audit && !audit->run.reason.empty() && audit->run.reason != Reason()) {
+    e += "; audit log: " + tail(audit->run.reason, 800);  // the backend's own words
+  }
+  if (!proc.err.empty()) e += "; safex stderr: " + tail(proc.err, 800);
+  if (report.is_null()) e += "; stdout (not JSON): " + tail(proc.out, 400);
+  return e;
+}
+
 std::string Invocation::SessionUnsupported() const {
   if (input) return "it gives the run input files (a session's command takes none)";
   return SubmitUnsupported();
@@ -1023,6 +1051,11 @@ void Suite::RunCase(const Case& c, const Column& column) {
       }
     }
     cell.failures = check.failures();
+    // What each run of a failing cell did, so that a failure seen once (in CI, say) can be
+    // understood from its log alone.
+    if (!check.ok()) {
+      for (const RunRecord& r : records) cell.failures.push_back("evidence: " + r.Evidence());
+    }
     cell.notes = check.notes();
     if (!plan_refusal.empty()) {
       // Nothing ran: the backend would not take the policy. Listed as such, never as a pass (the

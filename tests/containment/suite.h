@@ -117,6 +117,9 @@ struct RunRecord {
   std::string ProbeResult() const;
   std::string Reason() const;
   std::string StdoutText() const;
+  // One line on how the run went (exit, times, verdict, limit, diagnostics, safex's stderr):
+  // printed with a failing cell.
+  std::string Evidence() const;
 };
 
 // The expectations of one case on one backend.
