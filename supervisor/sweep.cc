@@ -4,13 +4,13 @@
 
 #include <cerrno>
 #include <fstream>
-#include <limits>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "common/fs_tree.h"
+#include "common/proc_stat.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
@@ -44,16 +44,7 @@ std::string ReadSmallFile(const std::string& path) {
 }
 
 // The machine's boot time (unix ns, /proc/stat btime); 0 when it cannot be read.
-int64_t BootTimeNs() {
-  std::istringstream stat(ReadSmallFile("/proc/stat"));
-  std::string key;
-  int64_t value = 0;
-  while (stat >> key) {
-    if (key == "btime" && stat >> value) return value * 1'000'000'000;
-    stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return 0;
-}
+int64_t BootTimeNs() { return BootTimeSeconds().value_or(0) * 1'000'000'000; }
 
 }  // namespace
 

@@ -41,6 +41,7 @@
 #include "bench/common/bench_util.h"
 #include "bench/gvisor/raw_runsc.h"
 #include "bench/serve/bench_daemon.h"
+#include "common/proc_stat.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
 #include "compiler/compiler.h"
@@ -135,19 +136,8 @@ double HostBusySeconds() {
 // A process's own CPU time so far (utime + stime of /proc/PID/stat; not its children's), in
 // seconds; 0 if it cannot be read.
 double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const size_t paren = line.rfind(')');  // the command name may hold spaces
-  if (paren == std::string::npos) return 0;
-  std::istringstream rest(line.substr(paren + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 3..15 (proc(5)); 14 utime, 15 stime
-    if (i == 14) utime = std::atof(field.c_str());
-    if (i == 15) stime = std::atof(field.c_str());
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  const std::optional<ProcStat> stat = ReadProcStat(pid);
+  return stat ? static_cast<double>(TicksToNs(stat->utime_ticks + stat->stime_ticks)) / 1e9 : 0;
 }
 
 // The CPU time of this process's waited-for children so far, in seconds.

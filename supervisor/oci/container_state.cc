@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/proc_stat.h"
 #include "common/unique_fd.h"
 #include "drivers/cgroup/cgroup.h"
 
@@ -134,21 +135,9 @@ Status RemoveContainerDir(const std::string& dir) {
 }
 
 uint64_t ProcessStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The command name (field 2) may hold spaces and parentheses: fields count from the last ')'.
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(text.substr(close + 2));
-  std::string state;
-  rest >> state;
-  if (state == "Z" || state == "X") return 0;
-  std::string field;
-  for (int i = 4; i < 22 && rest >> field; ++i) {
-  }
-  uint64_t start = 0;
-  rest >> start;
-  return start;
+  const std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return 0;
+  return stat->start_ticks;
 }
 
 bool MonitorAlive(const ContainerRecord& r) {

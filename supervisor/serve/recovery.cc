@@ -4,13 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 
 #include "audit/time_format.h"
 #include "common/fs_tree.h"
+#include "common/proc_stat.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/private_dir.h"
 #include "supervisor/sweep.h"
@@ -73,25 +70,14 @@ Status RecordLostSessions(audit::AuditLog& log, std::vector<std::string>* closed
 
 bool MakerGone(std::optional<int32_t> pid, int64_t made_ns) {
   if (!pid || *pid <= 0) return true;
-  std::ifstream stat("/proc/" + std::to_string(*pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (text.empty() || paren == std::string::npos) return true;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i != 22) continue;
-    // Field 22: the start time in clock ticks after boot; /proc/stat's btime is the boot.
-    std::ifstream boot("/proc/stat");
-    for (std::string line; std::getline(boot, line);) {
-      if (!line.starts_with("btime ")) continue;
-      const int64_t start_ns =
-          std::stoll(line.substr(6)) * 1'000'000'000 +
-          std::stoll(field) * (1'000'000'000 / std::max<long>(sysconf(_SC_CLK_TCK), 1));
-      return start_ns > made_ns + 1'000'000'000;  // btime has whole seconds
-    }
-  }
-  return false;  // unreadable: assume alive, leave it alone
+  const std::optional<ProcStat> stat = ReadProcStat(*pid);
+  if (!stat) return true;  // no such process
+  const std::optional<int64_t> boot = BootTimeSeconds();
+  if (!boot) return false;  // unreadable: assume alive, leave it alone
+  // A process with this pid started after the record was made is another one (btime has whole
+  // seconds, hence the second of slack).
+  const int64_t start_ns = *boot * 1'000'000'000 + TicksToNs(stat->start_ticks);
+  return start_ns > made_ns + 1'000'000'000;
 }
 
 std::string ServeInputsDir(const std::string& state_dir) {

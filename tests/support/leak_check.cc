@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/persistent_state.h"
+#include "common/proc_stat.h"
 #include "common/sha256.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
@@ -71,14 +72,12 @@ std::map<pid_t, ProcInfo> Processes() {
   for (const std::string& name : ListDir("/proc")) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
     pid_t pid = std::stoi(name);
-    std::string stat = ReadSmall("/proc/" + name + "/stat");
-    size_t open = stat.find('('), close = stat.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close + 4 > stat.size())
-      continue;
+    std::optional<ProcStat> stat = ReadProcStat(pid);
+    if (!stat) continue;  // gone meanwhile
     ProcInfo p;
-    p.comm = stat.substr(open + 1, close - open - 1);
-    p.state = stat[close + 2];
-    p.ppid = std::atoi(stat.c_str() + close + 4);
+    p.comm = stat->comm;
+    p.state = stat->state;
+    p.ppid = stat->ppid;
     p.exe = Readlink("/proc/" + name + "/exe");
     std::string cmd = ReadSmall("/proc/" + name + "/cmdline", 512);
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
