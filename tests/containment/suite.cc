@@ -1394,7 +1394,7 @@ std::string Suite::Report() const {
         "audit log with that verdict, nothing left behind that names the run, and the probe itself "
         "saw no escape. The text is the probe's own observation.\n"
         "- **NOT CONTAINED**: an expectation failed (the first failure is shown; all are listed "
-        "below). Never counted as a pass.\n"
+        "below, with what each of the case's runs did). Never counted as a pass.\n"
         "- **refused**: the backend refused the run before anything ran - at plan time (the "
         "policy does not compile for it) or at sandbox setup (the driver refuses what it cannot "
         "do, before creating anything); the cell says which. Never counted as a pass.\n"
