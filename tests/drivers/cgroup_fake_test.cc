@@ -20,21 +20,42 @@
 namespace safex::drivers::cgroup {
 namespace {
 
-TEST(CgroupV2FakeTree, DetectsV2) {
+// A temporary tree laid out like a cgroup v2 mount, with the fake kernel over it.
+class CgroupV2FakeTree : public testing::Test {
+ protected:
+  CgroupV2FakeTree() { LayOutV2(t.path()); }
+  // The host as safex detects it over the tree.
+  Result<CgroupHost> Detect() { return CgroupHost::Detect(t.path(), &fs); }
+
   TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+  FakeKernelFs fs{true};
+};
+
+// The same laid out like a v1 hybrid (tests/drivers/fake_cgroup_tree.h).
+class CgroupV1FakeTree : public testing::Test {
+ protected:
+  CgroupV1FakeTree() {
+    fs.set_root_len(t.path().size());
+    LayOutV1Hybrid(t.path());
+  }
+  Result<CgroupHost> Detect() { return CgroupHost::Detect(t.path(), &fs); }
+
+  TempTree t;
+  FakeKernelFs fs{false};
+};
+
+// The run's evidence read back (drivers/enforcement.h) on v2; v1's is among the v1 tests.
+class CgroupReadBack : public CgroupV2FakeTree {};
+
+TEST_F(CgroupV2FakeTree, DetectsV2) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   EXPECT_EQ(host->version(), Version::kV2);
   EXPECT_EQ(host->HierarchyDirs(), std::vector<std::string>{t.path()});
 }
 
-TEST(CgroupV2FakeTree, CreatesUnderOwnSubtreeDelegatesControllersAndSetsLimits) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV2FakeTree, CreatesUnderOwnSubtreeDelegatesControllersAndSetsLimits) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   Limits l;
   l.memory_bytes = 128 << 20;
@@ -75,11 +96,8 @@ TEST(CgroupV2FakeTree, CreatesUnderOwnSubtreeDelegatesControllersAndSetsLimits) 
   EXPECT_GE(fs.kills, 1) << "leftovers were not killed before rmdir";
 }
 
-TEST(CgroupV2FakeTree, ALeftoverIsNeverAdopted) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV2FakeTree, ALeftoverIsNeverAdopted) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   auto first = host->CreateRun("safex", "dup", {});
   ASSERT_TRUE(first.ok());
@@ -90,11 +108,8 @@ TEST(CgroupV2FakeTree, ALeftoverIsNeverAdopted) {
   EXPECT_EQ(access((t.path() + "/safex/dup").c_str(), F_OK), 0);
 }
 
-TEST(CgroupV2FakeTree, NestedParentAndBadNames) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV2FakeTree, NestedParentAndBadNames) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   auto rc = host->CreateRun("system.slice/safex.service/runs", "r1", {});
   ASSERT_TRUE(rc.ok()) << rc.status().ToString();
@@ -109,9 +124,7 @@ TEST(CgroupV2FakeTree, NestedParentAndBadNames) {
   EXPECT_EQ(host->CreateRun("a/../b", "x", {}).status().code(), Status::Code::kInvalidArgument);
 }
 
-TEST(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
-  TempTree t;
-  LayOutV2(t.path());
+TEST_F(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
   // A kernel whose cgroup.kill does nothing: the cgroup stays busy.
   class StuckFs : public FakeKernelFs {
    public:
@@ -120,8 +133,8 @@ TEST(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
       if (path.ends_with("/cgroup.kill")) return 0;
       return FakeKernelFs::WriteFile(path, data);
     }
-  } fs;
-  auto host = CgroupHost::Detect(t.path(), &fs);
+  } stuck;
+  auto host = CgroupHost::Detect(t.path(), &stuck);
   ASSERT_TRUE(host.ok());
   auto rc = host->CreateRun("safex", "busy", {});
   ASSERT_TRUE(rc.ok());
@@ -129,7 +142,7 @@ TEST(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
   Status st = rc->Destroy(std::chrono::milliseconds(100));
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("Device or resource busy"), std::string::npos) << st.ToString();
-  EXPECT_GT(fs.rmdirs, 2) << "rmdir was not retried";
+  EXPECT_GT(stuck.rmdirs, 2) << "rmdir was not retried";
   EXPECT_TRUE(rc->valid()) << "a cgroup that could not be removed must stay owned";
   // Once it empties, a later Destroy succeeds.
   WriteAll(t.path() + "/safex/busy/cgroup.procs", "");
@@ -137,23 +150,17 @@ TEST(CgroupV2FakeTree, DestroyRetriesWhileBusyThenReportsIt) {
   EXPECT_FALSE(rc->valid());
 }
 
-TEST(CgroupV2FakeTree, CheckUsableNamesMissingControllers) {
-  TempTree t;
+TEST_F(CgroupV2FakeTree, CheckUsableNamesMissingControllers) {
   WriteAll(t.path() + "/cgroup.controllers", "cpu io\n");
-  WriteAll(t.path() + "/cgroup.subtree_control", "");
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   Status st = host->CheckUsable("safex");
   EXPECT_EQ(st.code(), Status::Code::kUnavailable);
   EXPECT_NE(st.message().find("memory, pids"), std::string::npos) << st.ToString();
 }
 
-TEST(CgroupV2FakeTree, CheckUsableCreatesAndRemovesAProbe) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV2FakeTree, CheckUsableCreatesAndRemovesAProbe) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   EXPECT_TRUE(host->CheckUsable("safex").ok());
   EXPECT_EQ(access((t.path() + "/safex").c_str(), F_OK), 0);
@@ -162,13 +169,8 @@ TEST(CgroupV2FakeTree, CheckUsableCreatesAndRemovesAProbe) {
   EXPECT_NE(fs.writes.count(t.path() + "/safex/" + "cgroup.subtree_control"), 0u);
 }
 
-TEST(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
-  TempTree t;
-  FakeKernelFs fs(false);
-  fs.set_root_len(t.path().size());
-  LayOutV1Hybrid(t.path());
-
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   EXPECT_EQ(host->version(), Version::kV1);
   EXPECT_EQ(
@@ -208,12 +210,8 @@ TEST(CgroupV1FakeTree, OneCgroupPerHierarchyWithCpusetFilledAndLimits) {
 
 // A waiting pooled sandbox is frozen (no CPU while it waits) and thawed for its run; a kill thaws
 // first, since on v1 a frozen task does not act on a SIGKILL until it is thawed.
-TEST(CgroupV1FakeTree, FreezesThawsAndThawsBeforeKilling) {
-  TempTree t;
-  FakeKernelFs fs(false);
-  fs.set_root_len(t.path().size());
-  LayOutV1Hybrid(t.path());
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV1FakeTree, FreezesThawsAndThawsBeforeKilling) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   auto rc = host->CreateRun("safex", "r", {});
   ASSERT_TRUE(rc.ok()) << rc.status().ToString();
@@ -232,11 +230,8 @@ TEST(CgroupV1FakeTree, FreezesThawsAndThawsBeforeKilling) {
   EXPECT_TRUE(rc->Destroy().ok());
 }
 
-TEST(CgroupV2FakeTree, FreezesWithCgroupFreeze) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupV2FakeTree, FreezesWithCgroupFreeze) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   auto rc = host->CreateRun("safex", "r", {});
   ASSERT_TRUE(rc.ok()) << rc.status().ToString();
@@ -247,13 +242,9 @@ TEST(CgroupV2FakeTree, FreezesWithCgroupFreeze) {
 }
 
 // Without a freezer hierarchy nothing is written, and the caller is told.
-TEST(CgroupV1FakeTree, NoFreezerIsAFailedPrecondition) {
-  TempTree t;
-  FakeKernelFs fs(false);
-  fs.set_root_len(t.path().size());
-  LayOutV1Hybrid(t.path());
+TEST_F(CgroupV1FakeTree, NoFreezerIsAFailedPrecondition) {
   safex::RemoveTree(t.path() + "/freezer").ok();
-  auto host = CgroupHost::Detect(t.path(), &fs);
+  auto host = Detect();
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   auto rc = host->CreateRun("safex", "r", {});
   ASSERT_TRUE(rc.ok()) << rc.status().ToString();
@@ -277,11 +268,8 @@ const EnforcedField* Field(const Enforcement& e, const std::string& name) {
   return nullptr;
 }
 
-TEST(CgroupReadBack, WhatWasWrittenMatchesAndNamesItsControlFile) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupReadBack, WhatWasWrittenMatchesAndNamesItsControlFile) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   Limits l;
   l.memory_bytes = 128 << 20;
@@ -307,11 +295,8 @@ TEST(CgroupReadBack, WhatWasWrittenMatchesAndNamesItsControlFile) {
   EXPECT_EQ(Field(e, "cgroup.cpu_millis")->observed, "2000");
 }
 
-TEST(CgroupReadBack, AStricterAncestorIsWhatTheKernelEnforcesAndDiffers) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupReadBack, AStricterAncestorIsWhatTheKernelEnforcesAndDiffers) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   Limits l;
   l.memory_bytes = 256 << 20;
@@ -337,11 +322,8 @@ TEST(CgroupReadBack, AStricterAncestorIsWhatTheKernelEnforcesAndDiffers) {
       << e.Differences();
 }
 
-TEST(CgroupReadBack, AMissingOrGarbledControlFileIsNotShownToHold) {
-  TempTree t;
-  LayOutV2(t.path());
-  FakeKernelFs fs(true);
-  auto host = CgroupHost::Detect(t.path(), &fs);
+TEST_F(CgroupReadBack, AMissingOrGarbledControlFileIsNotShownToHold) {
+  auto host = Detect();
   ASSERT_TRUE(host.ok());
   Limits l;
   l.memory_bytes = 64 << 20;
@@ -367,21 +349,12 @@ TEST(CgroupReadBack, AMissingOrGarbledControlFileIsNotShownToHold) {
   EXPECT_NE(missing.Differences().find("cpu.max"), std::string::npos) << missing.Differences();
 }
 
-TEST(CgroupReadBack, V1QuotaOverPeriodAndThePageCounterMaximumIsUnlimited) {
-  TempTree t;
-  FakeKernelFs fs(false);
-  fs.set_root_len(t.path().size());
-  for (const char* h : {"cpu,cpuacct", "memory", "pids"}) {
-    std::string d = t.path() + "/" + h;
-    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
-    WriteAll(d + "/cgroup.procs", "");
-    WriteAll(d + "/tasks", "");
-  }
+TEST_F(CgroupV1FakeTree, ReadBackOfV1IsQuotaOverPeriodAndThePageCounterMaximumIsUnlimited) {
   // What a v1 root shows: no pids.max at the root, memory "unlimited" as the page counter's max.
   WriteAll(t.path() + "/memory/memory.limit_in_bytes", "9223372036854771712\n");
   WriteAll(t.path() + "/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
   WriteAll(t.path() + "/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  auto host = CgroupHost::Detect(t.path(), &fs);
+  auto host = Detect();
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   Limits l;
   l.memory_bytes = 1 << 26;
