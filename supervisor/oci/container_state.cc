@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
 #include "common/proc_stat.h"

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "audit/time_format.h"
 #include "common/fs_tree.h"
 #include "common/proc_stat.h"

@@ -215,8 +215,11 @@ std::string RunRecord::Evidence() const {
     if (v == nullptr || v->is_null()) return std::string("-");
     return v->is_string() ? v->get<std::string>() : v->dump();
   };
+  // The last n bytes, on one line (the report lists failures as markdown list items).
   auto tail = [](const std::string& s, size_t n) {
-    return Trim(s.size() > n ? "..." + s.substr(s.size() - n) : s);
+    std::string t = Trim(s.size() > n ? "..." + s.substr(s.size() - n) : s);
+    std::replace(t.begin(), t.end(), '\n', ' ');
+    return t;
   };
   char head[160];
   snprintf(head, sizeof head, "%s: exit %d after %.1f s%s%s",
