@@ -76,11 +76,12 @@ TEST(QemuCommandTest, TcgRunHasOnlyWhatItNeeds) {
 TEST(QemuCommandTest, KernelCommandLine) {
   VmConfig c = Base();
   EXPECT_EQ(KernelCommandLine(c),
-            "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests tsc_early_khz=2299998");
+            "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests tsc_early_khz=2299998 "
+            "tsc=reliable");
   c.probe = true;
   EXPECT_EQ(KernelCommandLine(c),
             "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests tsc_early_khz=2299998 "
-            "safex.mode=probe");
+            "tsc=reliable safex.mode=probe");
   c.accel = Accel::kKvm;  // KVM guests get kvmclock; the TSC hint is for TCG only
   c.probe = false;
   EXPECT_EQ(KernelCommandLine(c), "console=ttyS0 quiet panic=-1 pci=off cryptomgr.notests");
