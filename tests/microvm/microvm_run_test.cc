@@ -265,8 +265,8 @@ TEST_F(MicrovmRunTest, UnderHostLoadTheGuestKeepsTheTscClock) {
   // Three guests at once, as the containment suite runs them.
   std::vector<Result<drivers::RunResult>> results(3, Status::Internal("not run"));
   std::vector<std::thread> guests;
-  for (auto& r : results) {
-    guests.emplace_back([&] {
+  for (Result<drivers::RunResult>& r : results) {
+    guests.emplace_back([this, &p, &r] {
       r = RunPlan(p, Sh("end=$(( $(date +%s) + 6 )); while [ $(date +%s) -lt $end ]; do :; done; "
                         "cat /sys/devices/system/clocksource/clocksource0/current_clocksource"));
     });
