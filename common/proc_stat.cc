@@ -4,16 +4,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <iterator>
+
+#include "common/small_file.h"
 
 namespace safex {
 namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // The next space-separated field of `rest` (consumed), or "" at its end.
 std::string_view NextField(std::string_view& rest) {
@@ -76,13 +71,13 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
   if (pid <= 0) return std::nullopt;
-  const std::string text = ReadAll("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text = ReadSmallFile("/proc/" + std::to_string(pid) + "/stat").value_or("");
   if (text.empty()) return std::nullopt;
   return ParseProcStat(text);
 }
 
 std::optional<int64_t> BootTimeSeconds() {
-  const std::string text = ReadAll("/proc/stat");
+  const std::string text = ReadSmallFile("/proc/stat").value_or("");
   for (size_t p = 0; p < text.size();) {
     size_t eol = text.find('\n', p);
     if (eol == std::string::npos) eol = text.size();

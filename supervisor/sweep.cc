@@ -4,13 +4,13 @@
 
 #include <cerrno>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "common/fs_tree.h"
 #include "common/proc_stat.h"
+#include "common/small_file.h"
 #include "drivers/net/run_network.h"
 #include "supervisor/run_record.h"
 #include "supervisor/runner.h"
@@ -37,12 +37,6 @@ Status RemoveIfPresent(const std::string& path, int* removed) {
   return Status::Ok();
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text;
-}
-
 // The machine's boot time (unix ns, /proc/stat btime); 0 when it cannot be read.
 int64_t BootTimeNs() { return BootTimeSeconds().value_or(0) * 1'000'000'000; }
 
@@ -55,9 +49,9 @@ int64_t BootTimeNs() { return BootTimeSeconds().value_or(0) * 1'000'000'000; }
 // path's. Cheap on every other call: two small reads.
 Status CloseRunsFromEarlierBoots(const SweepOptions& options, audit::AuditLog& log,
                                  SweepReport* report) {
-  const std::string boot_id = ReadSmallFile("/proc/sys/kernel/random/boot_id");
+  const std::string boot_id = ReadSmallFile("/proc/sys/kernel/random/boot_id").value_or("");
   const std::string marker = options.records_dir + "/.boot-swept-" + Basename(options.audit_db);
-  if (boot_id.empty() || ReadSmallFile(marker) == boot_id) return Status::Ok();
+  if (boot_id.empty() || ReadSmallFile(marker).value_or("") == boot_id) return Status::Ok();
   const int64_t boot_ns = BootTimeNs();
   if (boot_ns <= 0) return Status::Ok();
   SAFEX_ASSIGN_OR_RETURN(auto runs, log.UnfinishedRunStarts());

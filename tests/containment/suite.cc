@@ -24,6 +24,7 @@
 
 #include "common/persistent_state.h"
 #include "common/sha256.h"
+#include "common/small_file.h"
 #include "compiler/host_config.h"
 #include "supervisor/serve/client.h"
 #include "tests/net/net_world.h"
@@ -40,11 +41,9 @@ namespace fs = std::filesystem;
 std::atomic<int> g_sigusr1{0};
 void OnSigusr1(int) { ++g_sigusr1; }
 
+// "" when it cannot be read: the leak check reads /proc of processes that may end meanwhile.
 std::string ReadFile(const std::string& path, size_t cap = 1 << 20) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (s.size() > cap) s.resize(cap);
-  return s;
+  return ReadSmallFile(path, cap).value_or("");
 }
 
 bool WriteFile(const std::string& path, const std::string& text, mode_t mode = 0644) {
