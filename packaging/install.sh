@@ -11,8 +11,8 @@ if [[ $(id -u) -ne 0 ]]; then
   echo "install: must run as root" >&2
   exit 2
 fi
-if [[ ! -x $build/safex ]]; then
-  echo "install: $build/safex not found; build first (scripts/build.sh)" >&2
+if [[ ! -x $build/safex || ! -f $build/libsafex-core.so ]]; then
+  echo "install: $build/safex or $build/libsafex-core.so not found; build first (scripts/build.sh)" >&2
   exit 2
 fi
 if [[ ! -x /usr/local/bin/runsc ]]; then
@@ -20,8 +20,11 @@ if [[ ! -x /usr/local/bin/runsc ]]; then
   exit 2
 fi
 
-# The binary: a new inode (install removes the old file and writes a new one), so a running daemon keeps its
-# old image until it is restarted.
+# The binary and its core (docs/architecture.md, "The executable and its core"): each a new inode
+# (install removes the old file and writes a new one), so a running daemon keeps its old images
+# until it is restarted. The core first: `safex submit` never loads it, and the other verbs of the
+# old executable refuse the new core (exit 125, "another build") only until the next line.
+install -D -m 0644 "$build/libsafex-core.so" /usr/local/lib/safex/libsafex-core.so
 install -D -m 0755 "$build/safex" /usr/local/bin/safex
 # safex-oci, the OCI runtime for containerd's runc shim (docs/kubernetes.md): the same binary,
 # which acts by the name it was started as.

@@ -38,4 +38,13 @@ void RegisterSubmitCommand(CLI::App& app, int* exit_code, const ProgramArgv* pro
 // session open|show|put|get|close: agent sessions through the service (cli_session.cc).
 void RegisterSessionCommands(CLI::App& app, int* exit_code);
 
+// Adds a set of verbs to the app (the core's: all of them; the executable's own: submit).
+using RegisterVerbs = void (*)(CLI::App& app, int* exit_code, const ProgramArgv* program);
+
+// Parses the command line with the verbs `register_verbs` adds, runs the chosen verb and returns
+// the process exit status (2 for a usage error). Everything after the first "--" is the
+// program's and never reaches CLI11 (cli_args.h); a verb that takes no program refuses it.
+// One parser for the executable and its core (cli_parse.cc), so the two cannot drift apart.
+int ParseAndRun(int argc, char** argv, RegisterVerbs register_verbs);
+
 }  // namespace safex::cli

@@ -1,5 +1,7 @@
 #include "supervisor/cli_args.h"
 
+#include <string_view>
+
 namespace safex::cli {
 
 SplitCommandLine SplitAtSeparator(int argc, const char* const* argv) {
@@ -28,5 +30,12 @@ std::string VerbOf(const std::vector<std::string>& safex_args) {
 }
 
 bool VerbTakesProgram(const std::string& verb) { return verb == "run" || verb == "submit"; }
+
+bool StartedAsOciRuntime(int argc, const char* const* argv) {
+  if (argc < 1 || argv[0] == nullptr) return false;
+  const std::string_view name = argv[0];
+  const size_t slash = name.rfind('/');
+  return name.substr(slash == std::string_view::npos ? 0 : slash + 1) == "safex-oci";
+}
 
 }  // namespace safex::cli

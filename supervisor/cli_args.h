@@ -28,4 +28,8 @@ std::string VerbOf(const std::vector<std::string>& safex_args);
 // Whether `verb` takes a program after "--".
 bool VerbTakesProgram(const std::string& verb);
 
+// Whether the process was started as safex-oci (a link to the safex executable, the OCI runtime
+// with runc's command line): argv[0]'s last path component.
+bool StartedAsOciRuntime(int argc, const char* const* argv);
+
 }  // namespace safex::cli

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "supervisor/cli.h"
 #include "tests/support/run_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
@@ -58,6 +59,44 @@ TEST(VerbOfTest, FirstNonOption) {
   EXPECT_TRUE(VerbTakesProgram("submit"));
   EXPECT_FALSE(VerbTakesProgram("check"));
   EXPECT_FALSE(VerbTakesProgram("audit"));
+}
+
+TEST(StartedAsOciRuntimeTest, ByTheLastComponentOfArgvZero) {
+  auto started_as = [](const char* arg0) {
+    const char* argv[] = {arg0, "state", "x"};
+    return StartedAsOciRuntime(3, argv);
+  };
+  EXPECT_TRUE(started_as("safex-oci"));
+  EXPECT_TRUE(started_as("/usr/local/bin/safex-oci"));
+  EXPECT_FALSE(started_as("safex"));
+  EXPECT_FALSE(started_as("/usr/local/bin/safex-oci/"));
+  EXPECT_FALSE(started_as("/opt/safex-oci.d/safex"));
+  EXPECT_FALSE(started_as("safex-oci2"));
+  EXPECT_FALSE(StartedAsOciRuntime(0, nullptr));
+}
+
+// The executable and its core parse with one function (cli.h). A verb the registered set lacks
+// is a usage error; an empty argv (execve with none) too, not a read before its start.
+TEST(ParseAndRunTest, UsageErrorsAreStatusTwo) {
+  auto none = [](CLI::App&, int*, const ProgramArgv*) {};
+  std::string arg0 = "safex", arg1 = "check";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  EXPECT_EQ(ParseAndRun(0, argv + 2, none), 2);
+  EXPECT_EQ(ParseAndRun(2, argv, none), 2);
+}
+
+TEST(ParseAndRunTest, TheChosenVerbsStatusIsTheProcesss) {
+  auto register_verbs = [](CLI::App& app, int* exit_code, const ProgramArgv* program) {
+    app.add_subcommand("echo")->callback([exit_code, program] {
+      *exit_code = program->has_value() ? static_cast<int>((*program)->size()) : 99;
+    });
+  };
+  std::vector<std::string> words = {"safex", "echo", "--", "a", "--json"};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  EXPECT_EQ(ParseAndRun(5, argv.data(), register_verbs), 2);  // echo takes no program
+  EXPECT_EQ(ParseAndRun(2, argv.data(), register_verbs), 99);
 }
 
 // The built binary, without root: usage errors come before anything else.
