@@ -10,7 +10,14 @@
 //      come, refills running meanwhile): p50, p99 and the hit rate.
 //   3. memory with a pool of 4 waiting: the daemon's resident memory, and each waiting sandbox's
 //      (its cgroup's memory usage: the Sentry, the gofer and the waiting launcher).
-//   4. sustained: for SECONDS at concurrency 1, 2 and 4, bare `runsc run`s against pooled
+//   4. refills beside a running program: a CPU-bound program (a shell loop, about half a second)
+//      taken from the pool alone (only its own refill boots meanwhile), right after three quick
+//      runs emptied the rest of the pool (four refills boot beside it, at the low CPU share of a
+//      pooled boot), and beside four bare `runsc run`s two at a time (the same boots at the
+//      normal share): p50 and p99 of the time between its first and last line on the host, the
+//      work without the hand-over; refills that do not slow running sandboxes leave the second
+//      at the first's.
+//   5. sustained: for SECONDS at concurrency 1, 2 and 4, bare `runsc run`s against pooled
 //      `safex submit`s of /bin/true: runs per second, and the host's CPU time per run (all CPUs'
 //      busy time from /proc/stat over the period, divided by the runs): a pool moves the boot off
 //      the critical path, not off the CPU, so what safex adds per sandbox lifecycle is the
@@ -33,6 +40,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +88,43 @@ Result<double> FirstByte(const std::string& socket, const std::string& policy) {
   if (n < 2 || std::string(buf, 2) != "hi" || !st || !st->exited || st->code != 0) {
     return Status::Internal("safex submit failed");
   }
+  return ms;
+}
+
+// The CPU-bound work of phase 4: a line, a shell loop with no system calls, a line.
+constexpr const char* kWorkScript =
+    "echo s; i=0; while [ $i -lt 600000 ]; do i=$((i+1)); done; echo e";
+
+// `safex submit ... -- /bin/sh -c kWorkScript`: ms between the arrival of its first and its last
+// line on the host; an error unless it printed both and exited 0.
+Result<double> WorkMs(const std::string& socket) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
+  SpawnOptions so;
+  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy",
+             "python-untrusted", "--",     "/bin/sh",  "-c",   kWorkScript};
+  so.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
+  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
+  write_end.Reset();
+  std::string out;
+  std::optional<Clock::time_point> first, last;
+  char buf[64];
+  for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (!first && out.find("s\n") != std::string::npos) first = Clock::now();
+    if (!last && out.find("e\n") != std::string::npos) last = Clock::now();
+  }
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  if (out != "s\ne\n" || !first || !last || !st || !st->exited || st->code != 0) {
+    return Status::Internal("safex submit of the work failed: output '" + out + "'");
+  }
+  const double ms = std::chrono::duration<double, std::milli>(*last - *first).count();
+  // Both lines at once would mean the output was held back, not timed.
+  if (ms < 1) return Status::Internal("the work's two lines arrived together");
   return ms;
 }
 
@@ -199,6 +244,70 @@ void Report(const char* what, const std::vector<double>& v, double anchor_p50) {
               anchor_p50 > 0 ? p50 / anchor_p50 : 0);
 }
 
+// Phase 4, `rounds` of its three cases interleaved; false when a run failed.
+bool RefillsBesideAProgram(const std::string& socket, const std::vector<bench::RawBundle>& slots,
+                           int rounds) {
+  std::vector<double> alone, refills, raw_boots;
+  std::atomic<int> raw_ids{200000};
+  int64_t refills_during = 0;  // pooled sandboxes made while the second case's work ran
+  for (int i = 0; i < rounds; ++i) {
+    if (!WaitReady(socket, kPoolSize)) return false;
+    auto a = WorkMs(socket);
+
+    // Three quick runs take three sandboxes (their refills start at their hand-overs); the work
+    // takes the fourth.
+    if (!WaitReady(socket, kPoolSize)) return false;
+    std::vector<std::thread> quick;
+    std::atomic<int> quick_failed{0};
+    for (int t = 0; t < kPoolSize - 1; ++t) {
+      quick.emplace_back([&] {
+        const std::vector<std::string> argv = {
+            SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
+            "--policy",         "python-untrusted", "--",       "/bin/true"};
+        if (!bench::TimedRun(argv).ok()) ++quick_failed;
+      });
+    }
+    for (auto& t : quick) t.join();
+    const int64_t made_before = Metric(socket, "safex_pool_refills_total");
+    auto b = WorkMs(socket);
+    refills_during += Metric(socket, "safex_pool_refills_total") - made_before;
+
+    // The same four boots as bare runsc at the normal share, two at a time (the pool boots as
+    // many at once as there are CPUs, at most four; two here).
+    if (!WaitReady(socket, kPoolSize)) return false;
+    std::atomic<int> left{kPoolSize}, raw_failed{0};
+    std::vector<std::thread> boots;
+    for (size_t t = 0; t < 2; ++t) {
+      boots.emplace_back([&, t] {
+        while (left.fetch_sub(1) > 0) {
+          if (!bench::RawRun(slots[t], raw_ids++, false).ok()) ++raw_failed;
+        }
+      });
+    }
+    auto c = WorkMs(socket);
+    for (auto& t : boots) t.join();
+
+    if (!a.ok() || !b.ok() || !c.ok() || quick_failed.load() > 0 || raw_failed.load() > 0) {
+      std::fprintf(stderr, "refills: a run failed: %s / %s / %s\n", a.status().ToString().c_str(),
+                   b.status().ToString().c_str(), c.status().ToString().c_str());
+      return false;
+    }
+    alone.push_back(*a);
+    refills.push_back(*b);
+    raw_boots.push_back(*c);
+  }
+  std::printf("\nrefills beside a running program: its work (a shell loop) in ms, %d rounds\n",
+              rounds);
+  std::printf("%-34s %9s %9s %9s\n", "", "p50", "p99", "p50/alone");
+  const double anchor = Percentile(alone, 0.5);
+  Report("alone (its own refill only)", alone, anchor);
+  Report("beside four refills (low share)", refills, anchor);
+  Report("beside four bare runsc boots", raw_boots, anchor);
+  std::printf("refills that ended while the work ran beside them: %.1f per round\n",
+              static_cast<double>(refills_during) / rounds);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,6 +405,8 @@ int main(int argc, char** argv) {
               rss.total);
   for (long k : sandboxes) std::printf(" %ld", k);
   std::printf("\n");
+
+  if (!RefillsBesideAProgram(daemon.socket(), slots, runs)) return 1;
 
   std::printf("\nsustained, /bin/true, %.0f s per point: runs/s and host CPU ms per run\n",
               seconds);
