@@ -19,7 +19,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <string>
 
 #include "drivers/microvm/guest_spec.h"
@@ -62,12 +61,6 @@ void SetupStdio() {
   }
   if (null_fd > 2) close(null_fd);
   if (con > 2) close(con);
-}
-
-uint64_t BootTimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 bool ProbeMode() {

@@ -96,4 +96,10 @@ void Log(const std::string& msg) {
   (void)!write(2, line.data(), line.size());
 }
 
+uint64_t BootTimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 }  // namespace safex::guest

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,8 @@ bool WriteAll(int fd, const char* data, size_t n);
 // Creates every missing directory of an absolute path (mode 0755). 0 or errno.
 int MakeDirs(const std::string& path);
 std::string_view TrimNewline(std::string_view s);
+// The guest clock that counts from the kernel's start (CLOCK_BOOTTIME), in nanoseconds.
+uint64_t BootTimeNs();
 
 // Diagnostics to the kernel console (the host keeps the last few KiB for boot-failure reports).
 void Log(const std::string& msg);

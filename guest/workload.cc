@@ -25,6 +25,7 @@
 #include "drivers/exec_candidates.h"
 #include "drivers/sandbox_report_writer.h"
 #include "guest/guest_root.h"
+#include "guest/heartbeat.h"
 #include "guest/util.h"
 
 namespace safex::guest {
@@ -352,6 +353,7 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
   if (n == 0) {
     // EOF: the report pipe was closed by a successful execve.
     Spawned s;
+    s.pid = static_cast<pid_t>(pid);
     s.pidfd = pidfd;
     s.stdin_fd = in_pipe[1];
     s.stdout_fd = out_pipe[0];
@@ -409,6 +411,7 @@ ExitReport Supervise(Spawned s, const microvm::GuestSpec& spec, const WorkloadCg
   uint64_t captured = 0;
   bool exited = false;
   bool channel_ok = true;
+  uint64_t next_heartbeat = BootTimeNs() + kHeartbeatPeriodNs;
   struct timespec drain_deadline {};
   auto kill_for = [&](GuestLimit l, const std::string& detail) {
     if (rep.limit == GuestLimit::kNone) {
@@ -497,6 +500,11 @@ ExitReport Supervise(Spawned s, const microvm::GuestSpec& spec, const WorkloadCg
       if (!exited && spec.cpu_time_ns > 0 && cgroup.CpuNs() >= spec.cpu_time_ns) {
         kill_for(GuestLimit::kCpuTime,
                  "cpu time limit: " + std::to_string(spec.cpu_time_ns / 1000000) + " ms");
+      }
+      if (channel_ok && BootTimeNs() >= next_heartbeat) {
+        next_heartbeat = BootTimeNs() + kHeartbeatPeriodNs;
+        channel_ok = channel.Send(FrameType::kHeartbeat,
+                                  microvm::EncodeHeartbeat(MakeHeartbeat(s.pid, exited, cgroup)));
       }
       if (exited) {
         timespec now;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <sys/types.h>
 
 #include <functional>
 #include <optional>
@@ -25,6 +26,7 @@
 namespace safex::guest {
 
 struct Spawned {
+  pid_t pid = -1;  // as the agent sees it (for its heartbeat's /proc/<pid>)
   int pidfd = -1;
   int stdin_fd = -1;   // write end; -1 when the program's stdin is /dev/null
   int stdout_fd = -1;  // read ends
@@ -48,7 +50,8 @@ SpawnOutcome SpawnWorkload(const microvm::GuestSpec& spec, const std::vector<soc
 
 // Runs until the program has exited and its output is drained: forwards stdout/stderr to the host
 // as kStdout/kStderr frames (at most spec.output_bytes together), writes `stdin_data` to its stdin,
-// kills the cgroup at the CPU-time or output limit. Closes the Spawned fds.
+// kills the cgroup at the CPU-time or output limit, and sends a kHeartbeat about once a second
+// (guest/heartbeat.h). Closes the Spawned fds.
 microvm::ExitReport Supervise(Spawned spawned, const microvm::GuestSpec& spec,
                               const WorkloadCgroup& cgroup, Channel& channel,
                               const std::string& stdin_data);

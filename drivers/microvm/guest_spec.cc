@@ -229,6 +229,28 @@ std::optional<FileHeader> DecodeFileHeader(std::string_view payload) {
   return h;
 }
 
+std::string EncodeHeartbeat(const Heartbeat& h) {
+  Encoder e;
+  e.U64(h.guest_ns);
+  e.U64(h.cpu_ns);
+  e.U8(h.program_exited ? 1 : 0);
+  e.Str(h.program_state.substr(0, kMaxHeartbeatState));
+  return e.Take();
+}
+
+std::optional<Heartbeat> DecodeHeartbeat(std::string_view payload) {
+  Decoder d(payload, kMaxHeartbeatState);
+  Heartbeat h;
+  uint8_t exited = 0;
+  d.U64(&h.guest_ns);
+  d.U64(&h.cpu_ns);
+  d.U8(&exited);
+  d.Str(&h.program_state);
+  if (!d.AtEnd() || exited > 1) return std::nullopt;
+  h.program_exited = exited == 1;
+  return h;
+}
+
 std::string EncodeHello(const Hello& h) {
   Encoder e;
   e.U32(h.protocol_version);

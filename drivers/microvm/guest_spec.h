@@ -115,6 +115,24 @@ struct ExitReport {
 std::string EncodeExit(const ExitReport& r);
 std::optional<ExitReport> DecodeExit(std::string_view payload);
 
+// What the agent sees while the program runs, sent about once a second of guest time until the
+// exit report. Diagnostics only: once the program has started the guest is untrusted, so nothing
+// here decides a verdict. It lets a wall-time kill say whether the program was running (its CPU
+// time grew, its state), sleeping (where in the kernel), or whether the guest itself stalled
+// (the heartbeats stopped, or the guest clock fell behind the host's).
+struct Heartbeat {
+  uint64_t guest_ns = 0;  // guest CLOCK_BOOTTIME when it was sent
+  uint64_t cpu_ns = 0;    // the workload cgroup's CPU time so far
+  bool program_exited = false;  // the agent reaped the program and is draining its output
+  // The program's process: its state letter and the kernel function it waits in ("S do_wait"),
+  // or "exited". At most kMaxHeartbeatState bytes.
+  std::string program_state;
+};
+inline constexpr size_t kMaxHeartbeatState = 256;
+
+std::string EncodeHeartbeat(const Heartbeat& h);
+std::optional<Heartbeat> DecodeHeartbeat(std::string_view payload);
+
 enum class FileKind : uint8_t { kDirectory = 1, kRegular = 2, kSymlink = 3, kFifo = 4 };
 
 // One entry of an output mount, in a pre-order walk (a directory before its contents).

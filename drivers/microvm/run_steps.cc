@@ -54,6 +54,35 @@ std::string Tail(const std::string& text, size_t n) {
   return text.substr(text.size() > n ? text.size() - n : 0);
 }
 
+// What the agent's heartbeats say about a program killed while it ran: how it was doing when last
+// heard from, and whether the guest clock kept up with the host's. A guest that stalled (its
+// vCPU starved, its kernel stuck) falls silent, or its clock falls behind; a program that just
+// ran too long keeps both going. "" when the run was too short to expect one.
+std::string HeartbeatNote(const SessionResult& s) {
+  const auto ran = s.t_end - s.t_started;
+  if (!s.last_heartbeat) {
+    if (ran < std::chrono::seconds(2)) return "";
+    return "no heartbeat from the guest in the " + Ms(ran) +
+           " after the program started (the agent sends one a second: the guest stalled)";
+  }
+  const HeartbeatSeen& first = *s.first_heartbeat;
+  const HeartbeatSeen& last = *s.last_heartbeat;
+  const auto silent = s.t_end - last.at;
+  std::string note = fmt::format(
+      "{}{} heartbeat{}, the last {} before the kill: program {}, CPU {}",
+      silent > std::chrono::seconds(3) ? "the guest fell silent: " : "", s.heartbeats,
+      s.heartbeats == 1 ? "" : "s",
+      Ms(silent), last.beat.program_state, Ms(std::chrono::nanoseconds(last.beat.cpu_ns)));
+  if (s.heartbeats > 1) {
+    const uint64_t guest = last.beat.guest_ns > first.beat.guest_ns
+                               ? last.beat.guest_ns - first.beat.guest_ns
+                               : 0;
+    note += fmt::format("; guest clock {} over {} of host time between the first and the last",
+                        Ms(std::chrono::nanoseconds(guest)), Ms(last.at - first.at));
+  }
+  return note;
+}
+
 }  // namespace
 
 std::string Ms(std::chrono::nanoseconds d) { return std::to_string(d.count() / 1000000) + " ms"; }
@@ -358,14 +387,18 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
            ")");
     }
   } else {
-    // The program did not finish on its own: killed with the VM.
+    // The program did not finish on its own: killed with the VM. Its CPU time is the last the
+    // agent reported (a lower bound; with an exit report it is the agent's figure too).
     r.term_signal = SIGKILL;
+    if (s.last_heartbeat) r.cpu_ns = s.last_heartbeat->beat.cpu_ns;
     if (s.timed_out) {
       r.limit = LimitHit::kWallTime;
       r.limit_detail =
           "wall time limit: " + Ms(std::chrono::nanoseconds(plan.limits.wall_time_ns)) +
           " (the VM was killed)";
-      // Whether the program or the guest hung: a stalled guest kernel says so on its console.
+      // Whether the program or the guest hung: the heartbeats say, and a stalled guest kernel
+      // may say so on its console.
+      if (std::string beats = HeartbeatNote(s); !beats.empty()) note(beats);
       if (!s.console_tail.empty()) note("console at the kill: " + Tail(s.console_tail, 400));
     } else if (s.output_cap_hit) {
       r.limit = LimitHit::kOutput;

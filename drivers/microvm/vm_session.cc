@@ -43,6 +43,8 @@ size_t MaxPayload(FrameType t) {
       return 8;
     case FrameType::kEvidence:
       return kMaxDataFrame;
+    case FrameType::kHeartbeat:
+      return kMaxHeartbeatState + 64;
     default:
       return 0;
   }
@@ -306,8 +308,9 @@ class Session {
   }
 
   // Output streams, capped here too (the agent caps first; more than the cap means it no longer
-  // does what it should), until the exit report.
+  // does what it should), and heartbeats, until the exit report.
   void WhileRunning(const Frame& f) {
+    if (f.type == FrameType::kHeartbeat) return KeepHeartbeat(f);
     if (f.type == FrameType::kStdout || f.type == FrameType::kStderr) {
       uint64_t have = r_.stdout_data.size() + r_.stderr_data.size();
       uint64_t room = c_.output_cap > have ? c_.output_cap - have : 0;
@@ -332,6 +335,21 @@ class Session {
     r_.t_exit = Since();
     r_.phase = Phase::kOutputs;
     deadline_ = Clock::now() + c_.collect_timeout;
+  }
+
+  // Kept for the record of a run that has to be killed (the first and the latest: how far the
+  // guest clock moved against the host's). Diagnostics only: the guest is untrusted by now.
+  void KeepHeartbeat(const Frame& f) {
+    std::optional<microvm::Heartbeat> h = DecodeHeartbeat(f.payload);
+    if (!h) {
+      r_.violation = "malformed heartbeat";
+      return;
+    }
+    h->program_state = Sanitize(h->program_state, kMaxHeartbeatState);
+    HeartbeatSeen seen{*h, Since()};
+    if (!r_.first_heartbeat) r_.first_heartbeat = seen;
+    r_.last_heartbeat = seen;
+    ++r_.heartbeats;
   }
 
   // Output files, one Begin/Data.../End at a time, into the receiver, until kOutputsDone.

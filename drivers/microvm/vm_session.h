@@ -4,7 +4,8 @@
 // deadline per phase:
 //   booting   until kHello             boot_timeout from the start
 //   setup     until kStarted           the same boot deadline (kEvidence first, answered kGo)
-//   running   until kExit              wall_time from kStarted (the program's own wall clock)
+//   running   until kExit              wall_time from kStarted (the program's own wall clock);
+//                                      output and heartbeats meanwhile
 //   outputs   until kOutputsDone       collect_timeout from kExit
 // and, in every phase, the caller's cancel token (checked at least every cancel_poll).
 // The guest is trusted for nothing: every frame is checked against the phase (a state machine),
@@ -57,6 +58,12 @@ struct SessionConfig {
   std::function<bool(std::string_view report)> on_evidence;
 };
 
+// A kHeartbeat and when it arrived (host clock, from the start of the session).
+struct HeartbeatSeen {
+  Heartbeat beat;
+  std::chrono::nanoseconds at{0};
+};
+
 struct SessionResult {
   Phase phase = Phase::kBooting;  // the phase the session ended in
   bool timed_out = false;         // the phase's deadline passed
@@ -69,6 +76,10 @@ struct SessionResult {
   std::optional<ExitReport> exit;
   bool outputs_complete = false;  // kOutputsDone arrived
   uint64_t outputs_skipped = 0;
+
+  // While the program ran: the first and the latest kHeartbeat, and how many came.
+  std::optional<HeartbeatSeen> first_heartbeat, last_heartbeat;
+  uint64_t heartbeats = 0;
 
   std::string stdout_data, stderr_data;  // at most output_cap together
   bool output_cap_hit = false;           // the guest sent more than the cap (host-side cap)

@@ -20,7 +20,7 @@ namespace safex::microvm {
 
 // Bumped whenever a message changes shape; the agent reports its version in kHello and the host
 // refuses a mismatch (an initramfs built from other sources).
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: kEvidence and kGo
+inline constexpr uint32_t kProtocolVersion = 4;  // 3: kEvidence and kGo; 4: kHeartbeat
 
 // The virtio-serial port name the host creates and the guest looks for.
 inline constexpr const char* kPortName = "safex.0";
@@ -38,6 +38,7 @@ enum class FrameType : uint32_t {
   kFileEnd = 9,       // empty
   kOutputsDone = 10,  // u64 entries skipped (special files, over the caps)
   kEvidence = 11,     // the workload's sandbox report just before its exec (sandbox_report.h)
+  kHeartbeat = 12,    // Heartbeat (guest_spec.h): the agent's view, about once a second of a run
   // host -> guest
   kSpec = 100,       // GuestSpec (guest_spec.h)
   kStdinData = 101,  // bytes

@@ -242,6 +242,26 @@ TEST_F(MicrovmRunTest, WallTimeKillsTheVmAtTheDeadline) {
   EXPECT_GE(r->wall_ns, 3'000'000'000ull);
   EXPECT_LT(r->wall_ns, 4'500'000'000ull);
   EXPECT_LT(elapsed, std::chrono::seconds(100));  // boot + 3 s, never the program's 1000 s
+  // The agent's heartbeats came through to the record: the shell was asleep, waiting for its
+  // child (state S and the kernel function it waited in).
+  EXPECT_NE(r->backend_error.find(" heartbeats, the last "), std::string::npos) << r->backend_error;
+  EXPECT_NE(r->backend_error.find("program S "), std::string::npos) << r->backend_error;
+  EXPECT_EQ(r->backend_error.find("fell silent"), std::string::npos) << r->backend_error;
+}
+
+// A program killed at its wall time while it computed: the heartbeats say it was running and how
+// much CPU time it had used, and the record keeps that figure (not 0).
+TEST_F(MicrovmRunTest, AWallTimeKillOfABusyProgramKeepsItsCpuTime) {
+  SAFEX_REQUIRE_MICROVM();
+  plan::Plan p = BusyboxPlan();
+  p.limits.wall_time_ns = 3'000'000'000ull;
+  p.limits.cpu_time_ns = 60'000'000'000ull;
+  auto r = RunPlan(p, Sh("while :; do :; done"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->limit, LimitHit::kWallTime);
+  EXPECT_NE(r->backend_error.find("program R"), std::string::npos) << r->backend_error;
+  EXPECT_GT(r->cpu_ns, 500'000'000ull) << r->backend_error;
+  EXPECT_LE(r->cpu_ns, r->wall_ns) << r->backend_error;
 }
 
 // Under TCG the guest's clock is the host's TSC; its jiffies fall behind when the host is busy.

@@ -1,6 +1,6 @@
 // ResultOf (drivers/microvm/run_steps.h): what a run's result says, from the session with the
-// guest alone. The wall-time kill keeps the guest's console, so that a guest that stalled (not the
-// program) can be told from a program that ran too long.
+// guest alone. The wall-time kill keeps the agent's heartbeats and the guest's console, so that a
+// guest that stalled (not the program) can be told from a program that ran too long.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -42,10 +42,53 @@ TEST(MicrovmResultTest, AWallTimeKillKeepsTheGuestConsoleForTheRecord) {
   EXPECT_TRUE(r.stderr_stream.data.empty());
 }
 
-TEST(MicrovmResultTest, AWallTimeKillOfAQuietGuestAddsNothing) {
-  drivers::RunResult r = ResultOf(TenSecondPlan(), KilledWhileRunning(""), 256, 0, "microvm/tcg");
+// Too short a run to expect a heartbeat, and a quiet console: nothing to add.
+TEST(MicrovmResultTest, AShortWallTimeKillOfAQuietGuestAddsNothing) {
+  SessionResult s = KilledWhileRunning("");
+  s.t_end = s.t_started + std::chrono::milliseconds(1500);
+  drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
   EXPECT_EQ(r.limit, drivers::LimitHit::kWallTime);
   EXPECT_EQ(r.backend_error, "");
+}
+
+HeartbeatSeen Beat(uint64_t guest_s, uint64_t cpu_ms, std::string state, int64_t host_ms) {
+  return {Heartbeat{guest_s * 1'000'000'000ull, cpu_ms * 1'000'000ull, false, std::move(state)},
+          std::chrono::milliseconds(host_ms)};
+}
+
+// A program that ran to its deadline: the guest beat to the end, its clock kept pace, and the
+// record has the program's state and the CPU time it had used (not 0).
+TEST(MicrovmResultTest, AWallTimeKillSaysWhatTheHeartbeatsSaid) {
+  SessionResult s = KilledWhileRunning("");
+  s.first_heartbeat = Beat(5, 900, "R", 3000);
+  s.last_heartbeat = Beat(13, 8900, "R", 11600);
+  s.heartbeats = 9;
+  drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
+  EXPECT_EQ(r.limit, drivers::LimitHit::kWallTime);
+  EXPECT_EQ(r.cpu_ns, 8'900'000'000ull);
+  EXPECT_EQ(r.backend_error,
+            "9 heartbeats, the last 400 ms before the kill: program R, CPU 8900 ms; guest clock "
+            "8000 ms over 8600 ms of host time between the first and the last");
+}
+
+// A guest that stopped: its last heartbeat came long before the kill.
+TEST(MicrovmResultTest, AGuestThatFellSilentIsToldApart) {
+  SessionResult s = KilledWhileRunning("");
+  s.first_heartbeat = Beat(5, 1, "S do_wait", 3000);
+  s.last_heartbeat = s.first_heartbeat;
+  s.heartbeats = 1;
+  drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
+  EXPECT_EQ(r.backend_error,
+            "the guest fell silent: 1 heartbeat, the last 9000 ms before the kill: program "
+            "S do_wait, CPU 1 ms");
+}
+
+TEST(MicrovmResultTest, NoHeartbeatInTenSecondsIsAStalledGuest) {
+  drivers::RunResult r = ResultOf(TenSecondPlan(), KilledWhileRunning(""), 256, 0, "microvm/tcg");
+  EXPECT_EQ(r.cpu_ns, 0u);
+  EXPECT_EQ(r.backend_error,
+            "no heartbeat from the guest in the 10000 ms after the program started (the agent "
+            "sends one a second: the guest stalled)");
 }
 
 TEST(MicrovmResultTest, AnExitReportIsTheResult) {

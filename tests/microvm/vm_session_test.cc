@@ -373,6 +373,52 @@ TEST(VmSessionTest, MalformedExitReportIsAViolation) {
   EXPECT_EQ(r.violation, "malformed exit report");
 }
 
+// The agent's heartbeats while the program runs: the first and the latest are kept (with when they
+// arrived), their text sanitised; they do not end the run or count as output.
+TEST(VmSessionTest, HeartbeatsAreKeptForTheRecord) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Started();
+  vm.Send(FrameType::kHeartbeat, EncodeHeartbeat({5'000'000'000ull, 10'000'000, false, "R"}));
+  vm.Send(FrameType::kStdout, "out");
+  vm.Send(FrameType::kHeartbeat,
+          EncodeHeartbeat({6'000'000'000ull, 900'000'000, false, "S pipe_w\x1b[2Jrite"}));
+  vm.Send(FrameType::kHeartbeat,
+          EncodeHeartbeat({7'000'000'000ull, 950'000'000, false, "S pipe_w\x1brite"}));
+  SessionConfig c = Config();
+  c.wall_timeout = milliseconds(300);
+  SessionResult r = vm.Run(c);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.stdout_data, "out");
+  EXPECT_EQ(r.heartbeats, 3u);
+  ASSERT_TRUE(r.first_heartbeat && r.last_heartbeat);
+  EXPECT_EQ(r.first_heartbeat->beat.guest_ns, 5'000'000'000ull);
+  EXPECT_EQ(r.first_heartbeat->beat.program_state, "R");
+  EXPECT_EQ(r.last_heartbeat->beat.guest_ns, 7'000'000'000ull);
+  EXPECT_EQ(r.last_heartbeat->beat.cpu_ns, 950'000'000u);
+  EXPECT_EQ(r.last_heartbeat->beat.program_state, "S pipe_w?rite");
+  EXPECT_GE(r.last_heartbeat->at, r.t_started);
+  EXPECT_LE(r.last_heartbeat->at, r.t_end);
+}
+
+TEST(VmSessionTest, AMalformedHeartbeatIsAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Started();
+  vm.Send(FrameType::kHeartbeat, "short");
+  SessionResult r = vm.Run(Config());
+  EXPECT_EQ(r.violation, "malformed heartbeat");
+}
+
+// Before kStarted the agent has nothing to beat for: the frame is out of phase.
+TEST(VmSessionTest, AHeartbeatBeforeTheProgramStartedIsAViolation) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Send(FrameType::kHeartbeat, EncodeHeartbeat({1, 0, false, "R"}));
+  SessionResult r = vm.Run(Config());
+  EXPECT_NE(r.violation.find("unexpected frame type 12"), std::string::npos) << r.violation;
+}
+
 TEST(VmSessionTest, QemuExitingEndsTheSessionAfterDrainingTheChannel) {
   FakeVm vm;
   vm.Hello();

@@ -254,5 +254,37 @@ TEST(HelloTest, RoundTrip) {
   EXPECT_EQ(d->modules_ns, 20000000u);
 }
 
+TEST(HeartbeatTest, RoundTrip) {
+  Heartbeat h{4'200'000'000ull, 1'500'000'000ull, false, "S do_wait"};
+  auto d = DecodeHeartbeat(EncodeHeartbeat(h));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->guest_ns, 4'200'000'000ull);
+  EXPECT_EQ(d->cpu_ns, 1'500'000'000ull);
+  EXPECT_FALSE(d->program_exited);
+  EXPECT_EQ(d->program_state, "S do_wait");
+  h.program_exited = true;
+  EXPECT_TRUE(DecodeHeartbeat(EncodeHeartbeat(h))->program_exited);
+}
+
+// From a guest that may be hostile: a flag that is neither 0 nor 1, trailing bytes, a state longer
+// than the limit, a short payload: all refused.
+TEST(HeartbeatTest, MalformedHeartbeatsAreRefused) {
+  std::string good = EncodeHeartbeat({1, 2, false, "R"});
+  std::string flag = good;
+  flag[16] = 2;
+  EXPECT_FALSE(DecodeHeartbeat(flag).has_value());
+  EXPECT_FALSE(DecodeHeartbeat(good + "x").has_value());
+  EXPECT_FALSE(DecodeHeartbeat(good.substr(0, good.size() - 1)).has_value());
+  Encoder e;
+  e.U64(1);
+  e.U64(2);
+  e.U8(0);
+  e.Str(std::string(kMaxHeartbeatState + 1, 'a'));
+  EXPECT_FALSE(DecodeHeartbeat(e.bytes()).has_value());
+  // The encoder never sends more than the limit.
+  Heartbeat big{1, 2, false, std::string(4 * kMaxHeartbeatState, 'a')};
+  EXPECT_EQ(DecodeHeartbeat(EncodeHeartbeat(big))->program_state.size(), kMaxHeartbeatState);
+}
+
 }  // namespace
 }  // namespace safex::microvm
