@@ -79,7 +79,8 @@ bool ProbeMode() {
 // After the agent's last frame: QEMU may still hold some of it in its own buffers (a write to the
 // port completes when QEMU has taken the data, not when the host has read it), and powering off
 // now would lose it. The host kills the VM once it has everything; until then, wait. A closed
-// channel means the host is gone: power off.
+// channel means the host is gone: power off. Frames read here are dropped: the only ones the host
+// sends after kGo are kNudge, whose interrupt was its whole purpose (drivers/microvm/vm_session.h).
 [[noreturn]] void WaitForHostThenPowerOff(Channel& ch) {
   while (ch.Receive(microvm::kMaxSpecFrame)) {
   }

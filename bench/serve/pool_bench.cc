@@ -67,24 +67,44 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-// `safex submit ... -- /bin/echo hi`: ms from the spawn to the first byte on its stdout; an error
-// unless it printed "hi" and exited 0.
-Result<double> FirstByte(const std::string& socket, const std::string& policy) {
+// `safex submit --socket S --policy P -- program...`.
+std::vector<std::string> SubmitArgv(const std::string& socket, const std::string& policy,
+                                    std::initializer_list<std::string> program) {
+  std::vector<std::string> argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket,
+                                   "--policy",         policy,   "--"};
+  argv.insert(argv.end(), program);
+  return argv;
+}
+
+// A client started with its stdout on a pipe (stdin and stderr /dev/null): read `out` to EOF,
+// then wait for `process`.
+struct Client {
+  Subprocess process;
+  UniqueFd out;
+};
+
+Result<Client> SpawnWithStdoutPipe(const std::vector<std::string>& argv) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
   UniqueFd read_end(fds[0]), write_end(fds[1]);
   UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy", policy, "--",
-             "/bin/echo",        "hi"};
+  so.argv = argv;
   so.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
-  const auto t0 = Clock::now();
   SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
-  write_end.Reset();
+  return Client{std::move(p), std::move(read_end)};
+}
+
+// `safex submit ... -- /bin/echo hi`: ms from the spawn to the first byte on its stdout; an error
+// unless it printed "hi" and exited 0.
+Result<double> FirstByte(const std::string& socket, const std::string& policy) {
+  const std::vector<std::string> argv = SubmitArgv(socket, policy, {"/bin/echo", "hi"});
+  const auto t0 = Clock::now();
+  SAFEX_ASSIGN_OR_RETURN(Client c, SpawnWithStdoutPipe(argv));
   char buf[64];
-  const ssize_t n = read(read_end.get(), buf, sizeof buf);
+  const ssize_t n = read(c.out.get(), buf, sizeof buf);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, c.process.Wait());
   if (n < 2 || std::string(buf, 2) != "hi" || !st || !st->exited || st->code != 0) {
     return Status::Internal("safex submit failed");
   }
@@ -98,27 +118,19 @@ constexpr const char* kWorkScript =
 // `safex submit ... -- /bin/sh -c kWorkScript`: ms between the arrival of its first and its last
 // line on the host; an error unless it printed both and exited 0.
 Result<double> WorkMs(const std::string& socket) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Errno("pipe2", errno);
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
-  UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
-  SpawnOptions so;
-  so.argv = {SAFEX_BENCH_BINARY, "submit", "--socket", socket, "--policy",
-             "python-untrusted", "--",     "/bin/sh",  "-c",   kWorkScript};
-  so.fds = {{0, devnull.get()}, {1, write_end.get()}, {2, devnull.get()}};
-  SAFEX_ASSIGN_OR_RETURN(Subprocess p, Subprocess::Spawn(so));
-  write_end.Reset();
+  SAFEX_ASSIGN_OR_RETURN(Client c, SpawnWithStdoutPipe(SubmitArgv(socket, "python-untrusted",
+                                                                  {"/bin/sh", "-c", kWorkScript})));
   std::string out;
   std::optional<Clock::time_point> first, last;
   char buf[64];
-  for (ssize_t n; (n = read(read_end.get(), buf, sizeof buf)) != 0;) {
+  for (ssize_t n; (n = read(c.out.get(), buf, sizeof buf)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (!first && out.find("s\n") != std::string::npos) first = Clock::now();
     if (!last && out.find("e\n") != std::string::npos) last = Clock::now();
   }
-  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, p.Wait());
+  SAFEX_ASSIGN_OR_RETURN(std::optional<ExitStatus> st, c.process.Wait());
   if (out != "s\ne\n" || !first || !last || !st || !st->exited || st->code != 0) {
     return Status::Internal("safex submit of the work failed: output '" + out + "'");
   }
@@ -261,10 +273,9 @@ bool RefillsBesideAProgram(const std::string& socket, const std::vector<bench::R
     std::atomic<int> quick_failed{0};
     for (int t = 0; t < kPoolSize - 1; ++t) {
       quick.emplace_back([&] {
-        const std::vector<std::string> argv = {
-            SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
-            "--policy",         "python-untrusted", "--",       "/bin/true"};
-        if (!bench::TimedRun(argv).ok()) ++quick_failed;
+        if (!bench::TimedRun(SubmitArgv(socket, "python-untrusted", {"/bin/true"})).ok()) {
+          ++quick_failed;
+        }
       });
     }
     for (auto& t : quick) t.join();
@@ -424,10 +435,7 @@ int main(int argc, char** argv) {
     const Sustained p = Sustain(
         k, seconds,
         [&](int, int) -> Result<double> {
-          std::vector<std::string> a = {
-              SAFEX_BENCH_BINARY, "submit",           "--socket", socket,
-              "--policy",         "python-untrusted", "--",       "/bin/true"};
-          return bench::TimedRun(a);
+          return bench::TimedRun(SubmitArgv(socket, "python-untrusted", {"/bin/true"}));
         },
         daemon.pid());
     // Raw runsc with the driver's runsc flags (--debug-log, --strace of fork-like calls): how

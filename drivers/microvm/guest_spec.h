@@ -121,8 +121,8 @@ std::optional<ExitReport> DecodeExit(std::string_view payload);
 // time grew, its state), sleeping (where in the kernel), or whether the guest itself stalled
 // (the heartbeats stopped, or the guest clock fell behind the host's).
 struct Heartbeat {
-  uint64_t guest_ns = 0;  // guest CLOCK_BOOTTIME when it was sent
-  uint64_t cpu_ns = 0;    // the workload cgroup's CPU time so far
+  uint64_t guest_ns = 0;        // guest CLOCK_BOOTTIME when it was sent
+  uint64_t cpu_ns = 0;          // the workload cgroup's CPU time so far
   bool program_exited = false;  // the agent reaped the program and is draining its output
   // The program's process: its state letter and the kernel function it waits in ("S do_wait"),
   // or "exited". At most kMaxHeartbeatState bytes.

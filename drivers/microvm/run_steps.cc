@@ -60,27 +60,35 @@ std::string Tail(const std::string& text, size_t n) {
 // ran too long keeps both going. "" when the run was too short to expect one.
 std::string HeartbeatNote(const SessionResult& s) {
   const auto ran = s.t_end - s.t_started;
+  const std::string nudged = s.nudges == 0 ? "" : fmt::format("; nudged {} times", s.nudges);
   if (!s.last_heartbeat) {
     if (ran < std::chrono::seconds(2)) return "";
     return "no heartbeat from the guest in the " + Ms(ran) +
-           " after the program started (the agent sends one a second: the guest stalled)";
+           " after the program started (the agent sends one a second: the guest stalled)" + nudged;
   }
   const HeartbeatSeen& first = *s.first_heartbeat;
   const HeartbeatSeen& last = *s.last_heartbeat;
   const auto silent = s.t_end - last.at;
-  std::string note = fmt::format(
-      "{}{} heartbeat{}, the last {} before the kill: program {}, CPU {}",
-      silent > std::chrono::seconds(3) ? "the guest fell silent: " : "", s.heartbeats,
-      s.heartbeats == 1 ? "" : "s",
-      Ms(silent), last.beat.program_state, Ms(std::chrono::nanoseconds(last.beat.cpu_ns)));
+  std::string note =
+      fmt::format("{}{} heartbeat{}, the last {} before the kill: program {}, CPU {}",
+                  silent > std::chrono::seconds(3) ? "the guest fell silent: " : "", s.heartbeats,
+                  s.heartbeats == 1 ? "" : "s", Ms(silent), last.beat.program_state,
+                  Ms(std::chrono::nanoseconds(last.beat.cpu_ns)));
   if (s.heartbeats > 1) {
-    const uint64_t guest = last.beat.guest_ns > first.beat.guest_ns
-                               ? last.beat.guest_ns - first.beat.guest_ns
-                               : 0;
+    const uint64_t guest =
+        last.beat.guest_ns > first.beat.guest_ns ? last.beat.guest_ns - first.beat.guest_ns : 0;
     note += fmt::format("; guest clock {} over {} of host time between the first and the last",
                         Ms(std::chrono::nanoseconds(guest)), Ms(last.at - first.at));
   }
-  return note;
+  return note + nudged;
+}
+
+// A run that ended on its own but whose guest went quiet for a while (heartbeats a second apart
+// are the norm): the record says so, so that a slow run can be told from a slow program.
+std::string SilenceNote(const SessionResult& s) {
+  if (s.longest_silence <= std::chrono::seconds(3)) return "";
+  return fmt::format("the guest was silent for {} while the program ran (nudged {} times)",
+                     Ms(s.longest_silence), s.nudges);
 }
 
 }  // namespace
@@ -374,6 +382,7 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
     r.limit = ToLimitHit(e.limit);
     if (r.limit != LimitHit::kNone) r.limit_detail = e.detail;
     if (e.limit == GuestLimit::kNone && !e.detail.empty()) note(e.detail);
+    if (std::string silence = SilenceNote(s); !silence.empty()) note(silence);
     r.cpu_ns = e.cpu_ns;
     r.peak_memory_bytes = std::min<uint64_t>(e.peak_memory_bytes, guest_mib * kMiB);
     r.fork_failures = e.fork_failures;

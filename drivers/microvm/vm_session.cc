@@ -19,6 +19,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMaxFrames = 4u * 1024 * 1024;
 // Bytes read from the channel per poll wake-up, so the console and deadlines stay serviced.
 constexpr size_t kReadBudget = 1024 * 1024;
+// A running guest beats once a second; silent this long, it is nudged (vm_session.h).
+constexpr std::chrono::seconds kNudgeAfter{2};
 
 size_t MaxPayload(FrameType t) {
   switch (t) {
@@ -106,6 +108,7 @@ class Session {
       if (i_ctl >= 0 && (fds[i_ctl].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         if (!ReadChannel(ctl)) ctl = -1;
       }
+      if (ctl >= 0 && r_.phase == Phase::kRunning) NudgeIfSilent();
       if (i_pid >= 0 && fds[i_pid].revents != 0) {
         vmm_alive = false;
         r_.vmm_exited = true;
@@ -135,6 +138,7 @@ class Session {
       }
     }
     r_.t_end = Since();
+    if (r_.phase == Phase::kRunning) NoteSilence();
     r_.console_tail = Sanitize(console_, c_.console_tail_bytes);
     r_.vmm_stderr = Sanitize(stderr_, c_.stderr_keep_bytes);
     return std::move(r_);
@@ -201,6 +205,8 @@ class Session {
           r_.violation = "too many frames";
           break;
         }
+        if (r_.phase == Phase::kRunning) NoteSilence();
+        last_heard_ = Since();
         Handle(*f);
       }
       if (reader_.failed()) r_.violation = reader_.error();
@@ -214,6 +220,24 @@ class Session {
   }
 
   void QueueFrame(FrameType t, std::string_view payload) { AppendFrame(t, payload, &out_); }
+
+  // The longest time the running guest went without a frame, up to now.
+  void NoteSilence() {
+    r_.longest_silence = std::max(r_.longest_silence, Since() - last_heard_);
+  }
+
+  // A running guest that has said nothing for kNudgeAfter (no heartbeat, no output) gets an
+  // empty kNudge, then one per kNudgeAfter while it stays silent. The agent ignores it; what it
+  // does is raise an interrupt in the guest: a vCPU idling for a timer interrupt that never came
+  // (the stall the containment suite met under TCG) wakes up and runs its expired timers.
+  void NudgeIfSilent() {
+    const auto now = Since();
+    if (now - last_heard_ < kNudgeAfter || now - last_nudge_ < kNudgeAfter) return;
+    QueueFrame(FrameType::kNudge, "");
+    Flush(ctl_);
+    last_nudge_ = now;
+    ++r_.nudges;
+  }
 
   // One frame: the size check, the setup error the guest may send until its program starts, then
   // the phase's own handler (the protocol is a fixed sequence of phases; docs/microvm.md).
@@ -398,6 +422,8 @@ class Session {
   FrameReader reader_;
   SessionResult r_;
   bool evidence_seen_ = false;  // kStarted is accepted only after kEvidence was answered
+  // Session clock: the latest frame from the guest, the latest kNudge to it.
+  std::chrono::nanoseconds last_heard_{0}, last_nudge_{0};
   std::string out_;
   size_t out_pos_ = 0;
   std::string console_;

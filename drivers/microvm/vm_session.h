@@ -5,7 +5,8 @@
 //   booting   until kHello             boot_timeout from the start
 //   setup     until kStarted           the same boot deadline (kEvidence first, answered kGo)
 //   running   until kExit              wall_time from kStarted (the program's own wall clock);
-//                                      output and heartbeats meanwhile
+//                                      output and heartbeats meanwhile; a guest silent for 2 s
+//                                      is nudged (an empty kNudge, once per 2 s)
 //   outputs   until kOutputsDone       collect_timeout from kExit
 // and, in every phase, the caller's cancel token (checked at least every cancel_poll).
 // The guest is trusted for nothing: every frame is checked against the phase (a state machine),
@@ -80,6 +81,10 @@ struct SessionResult {
   // While the program ran: the first and the latest kHeartbeat, and how many came.
   std::optional<HeartbeatSeen> first_heartbeat, last_heartbeat;
   uint64_t heartbeats = 0;
+  // The longest the guest went without a frame while the program ran (host clock), and how many
+  // kNudges it was sent meanwhile.
+  std::chrono::nanoseconds longest_silence{0};
+  uint64_t nudges = 0;
 
   std::string stdout_data, stderr_data;  // at most output_cap together
   bool output_cap_hit = false;           // the guest sent more than the cap (host-side cap)

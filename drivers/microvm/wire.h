@@ -20,7 +20,7 @@ namespace safex::microvm {
 
 // Bumped whenever a message changes shape; the agent reports its version in kHello and the host
 // refuses a mismatch (an initramfs built from other sources).
-inline constexpr uint32_t kProtocolVersion = 4;  // 3: kEvidence and kGo; 4: kHeartbeat
+inline constexpr uint32_t kProtocolVersion = 4;  // 3: kEvidence and kGo; 4: kHeartbeat, kNudge
 
 // The virtio-serial port name the host creates and the guest looks for.
 inline constexpr const char* kPortName = "safex.0";
@@ -44,6 +44,7 @@ enum class FrameType : uint32_t {
   kStdinData = 101,  // bytes
   kStdinEnd = 102,   // empty
   kGo = 103,         // empty: the evidence holds, the program may start (else the VM is killed)
+  kNudge = 104,      // empty: the host has heard nothing for a while (vm_session.h); ignored
 };
 
 inline constexpr size_t kFrameHeaderSize = 8;

@@ -84,11 +84,34 @@ TEST(MicrovmResultTest, AGuestThatFellSilentIsToldApart) {
 }
 
 TEST(MicrovmResultTest, NoHeartbeatInTenSecondsIsAStalledGuest) {
-  drivers::RunResult r = ResultOf(TenSecondPlan(), KilledWhileRunning(""), 256, 0, "microvm/tcg");
+  SessionResult s = KilledWhileRunning("");
+  s.nudges = 4;
+  drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
   EXPECT_EQ(r.cpu_ns, 0u);
   EXPECT_EQ(r.backend_error,
             "no heartbeat from the guest in the 10000 ms after the program started (the agent "
-            "sends one a second: the guest stalled)");
+            "sends one a second: the guest stalled); nudged 4 times");
+}
+
+// A run that ended on its own after its guest went quiet for seconds: the record says so (the
+// verdict is the program's).
+TEST(MicrovmResultTest, ALongSilenceInARunThatEndedIsNoted) {
+  SessionResult s;
+  s.phase = Phase::kDone;
+  s.t_started = std::chrono::seconds(2);
+  s.t_exit = std::chrono::seconds(8);
+  s.outputs_complete = true;
+  s.exit = ExitReport{};
+  s.exit->exit_code = 0;
+  s.longest_silence = std::chrono::milliseconds(4200);
+  s.nudges = 2;
+  drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.limit, drivers::LimitHit::kNone);
+  EXPECT_EQ(r.backend_error,
+            "the guest was silent for 4200 ms while the program ran (nudged 2 times)");
+  s.longest_silence = std::chrono::milliseconds(1100);
+  EXPECT_EQ(ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg").backend_error, "");
 }
 
 TEST(MicrovmResultTest, AnExitReportIsTheResult) {

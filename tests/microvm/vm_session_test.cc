@@ -419,6 +419,53 @@ TEST(VmSessionTest, AHeartbeatBeforeTheProgramStartedIsAViolation) {
   EXPECT_NE(r.violation.find("unexpected frame type 12"), std::string::npos) << r.violation;
 }
 
+// A running guest that says nothing for 2 s gets an empty kNudge (its interrupt wakes a vCPU that
+// idles for a lost timer interrupt), then one per 2 s; the silence is kept for the record.
+TEST(VmSessionTest, ASilentRunningGuestIsNudged) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Started();
+  SessionConfig c = Config();
+  c.wall_timeout = milliseconds(4500);
+  SessionResult r = vm.Run(c);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.nudges, 2u);
+  EXPECT_GE(r.longest_silence, milliseconds(4500));
+  int nudges = 0;
+  for (const Frame& f : vm.Received()) {
+    if (f.type == FrameType::kNudge) {
+      EXPECT_EQ(f.payload, "");
+      ++nudges;
+    }
+  }
+  EXPECT_EQ(nudges, 2);
+}
+
+// A guest that beats every half second is never nudged, and its longest silence is a beat's gap.
+TEST(VmSessionTest, ABeatingGuestIsNotNudged) {
+  FakeVm vm;
+  vm.Hello();
+  vm.Started();
+  std::thread guest([&vm] {
+    for (int i = 0; i < 6; ++i) {
+      std::this_thread::sleep_for(milliseconds(500));
+      vm.Send(FrameType::kHeartbeat, EncodeHeartbeat({static_cast<uint64_t>(i), 0, false, "R"}));
+    }
+    vm.Exit(0);
+    vm.Done();
+  });
+  SessionConfig c = Config();
+  c.wall_timeout = milliseconds(10000);
+  SessionResult r = vm.Run(c);
+  guest.join();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_EQ(r.heartbeats, 6u);
+  EXPECT_EQ(r.nudges, 0u);
+  EXPECT_LT(r.longest_silence, milliseconds(1500));
+  for (const Frame& f : vm.Received()) EXPECT_NE(f.type, FrameType::kNudge);
+}
+
 TEST(VmSessionTest, QemuExitingEndsTheSessionAfterDrainingTheChannel) {
   FakeVm vm;
   vm.Hello();
