@@ -43,6 +43,9 @@ std::vector<std::string> BuildQemuArgv(const VmConfig& c) {
   add({"-m", std::to_string(c.memory_mib) + "M", "-smp", std::to_string(c.vcpus)});
   add({"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot", "-msg",
        "timestamp=off"});
+  // Named threads ("CPU 0/TCG", "worker", ...): what the record of a silent guest shows of its
+  // VMM (vmm_threads.h) says which thread was doing what.
+  add({"-name", "safex,debug-threads=on"});
   if (c.qemu_sandbox) {
     // QEMU's seccomp filter: no obsolete syscalls, no privilege changes, no fork/exec, no
     // scheduler or resource tweaks. It runs unprivileged anyway (vm_launcher.cc).

@@ -83,6 +83,16 @@ std::string HeartbeatNote(const SessionResult& s) {
   return note + nudged;
 }
 
+// QEMU's threads at the first nudge and at the kill (vmm_threads.h), when the guest went silent.
+std::string VmmThreadsNote(const SessionResult& s) {
+  std::string note;
+  if (!s.vmm_threads_at_nudge.empty()) note = "QEMU at the first nudge: " + s.vmm_threads_at_nudge;
+  if (!s.vmm_threads_at_end.empty()) {
+    note += (note.empty() ? "" : "; ") + std::string("QEMU at the end: ") + s.vmm_threads_at_end;
+  }
+  return note;
+}
+
 // A run that ended on its own but whose guest went quiet for a while (heartbeats a second apart
 // are the norm): the record says so, so that a slow run can be told from a slow program.
 std::string SilenceNote(const SessionResult& s) {
@@ -382,7 +392,10 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
     r.limit = ToLimitHit(e.limit);
     if (r.limit != LimitHit::kNone) r.limit_detail = e.detail;
     if (e.limit == GuestLimit::kNone && !e.detail.empty()) note(e.detail);
-    if (std::string silence = SilenceNote(s); !silence.empty()) note(silence);
+    if (std::string silence = SilenceNote(s); !silence.empty()) {
+      note(silence);
+      if (std::string vmm = VmmThreadsNote(s); !vmm.empty()) note(vmm);
+    }
     r.cpu_ns = e.cpu_ns;
     r.peak_memory_bytes = std::min<uint64_t>(e.peak_memory_bytes, guest_mib * kMiB);
     r.fork_failures = e.fork_failures;
@@ -408,6 +421,7 @@ drivers::RunResult ResultOf(const plan::Plan& plan, const SessionResult& s, uint
       // Whether the program or the guest hung: the heartbeats say, and a stalled guest kernel
       // may say so on its console.
       if (std::string beats = HeartbeatNote(s); !beats.empty()) note(beats);
+      if (std::string vmm = VmmThreadsNote(s); !vmm.empty()) note(vmm);
       if (!s.console_tail.empty()) note("console at the kill: " + Tail(s.console_tail, 400));
     } else if (s.output_cap_hit) {
       r.limit = LimitHit::kOutput;

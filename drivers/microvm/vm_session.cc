@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "drivers/microvm/vmm_threads.h"
 #include "drivers/microvm/wire.h"
 
 namespace safex::microvm {
@@ -64,6 +65,7 @@ class Session {
 
   SessionResult Run(int ctl, int con, int err, int pidfd) {
     ctl_ = ctl;
+    pidfd_ = pidfd;
     SetNonBlocking(ctl);
     SetNonBlocking(con);
     SetNonBlocking(err);
@@ -139,6 +141,9 @@ class Session {
     }
     r_.t_end = Since();
     if (r_.phase == Phase::kRunning) NoteSilence();
+    if (r_.phase == Phase::kRunning && Since() - last_heard_ >= kNudgeAfter && vmm_alive) {
+      r_.vmm_threads_at_end = VmmThreads(PidOfPidfd(pidfd_));
+    }
     r_.console_tail = Sanitize(console_, c_.console_tail_bytes);
     r_.vmm_stderr = Sanitize(stderr_, c_.stderr_keep_bytes);
     return std::move(r_);
@@ -233,6 +238,7 @@ class Session {
   void NudgeIfSilent() {
     const auto now = Since();
     if (now - last_heard_ < kNudgeAfter || now - last_nudge_ < kNudgeAfter) return;
+    if (r_.nudges == 0) r_.vmm_threads_at_nudge = VmmThreads(PidOfPidfd(pidfd_));
     QueueFrame(FrameType::kNudge, "");
     Flush(ctl_);
     last_nudge_ = now;
@@ -417,6 +423,7 @@ class Session {
 
   const SessionConfig& c_;
   int ctl_ = -1;
+  int pidfd_ = -1;  // QEMU's (a pipe in the tests: no threads to read)
   Clock::time_point start_;
   Clock::time_point deadline_;
   FrameReader reader_;

@@ -85,6 +85,9 @@ struct SessionResult {
   // kNudges it was sent meanwhile.
   std::chrono::nanoseconds longest_silence{0};
   uint64_t nudges = 0;
+  // QEMU's threads (vmm_threads.h) at the first kNudge and, if the guest was silent when the
+  // session ended while the program ran, at its end: was its vCPU executing, idle or waiting.
+  std::string vmm_threads_at_nudge, vmm_threads_at_end;
 
   std::string stdout_data, stderr_data;  // at most output_cap together
   bool output_cap_hit = false;           // the guest sent more than the cap (host-side cap)

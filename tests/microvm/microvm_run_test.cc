@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "common/fs_tree.h"
+#include "common/proc_stat.h"
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/rootfs_image.h"
@@ -34,6 +36,7 @@ using drivers::LimitHit;
 using drivers::MicrovmDriver;
 using drivers::RunRequest;
 using drivers::RunResult;
+using std::chrono::milliseconds;
 
 std::vector<std::string> Lines(const std::string& s) {
   std::vector<std::string> out;
@@ -262,6 +265,52 @@ TEST_F(MicrovmRunTest, AWallTimeKillOfABusyProgramKeepsItsCpuTime) {
   EXPECT_NE(r->backend_error.find("program R"), std::string::npos) << r->backend_error;
   EXPECT_GT(r->cpu_ns, 500'000'000ull) << r->backend_error;
   EXPECT_LE(r->cpu_ns, r->wall_ns) << r->backend_error;
+}
+
+// This test process's child QEMU (the driver runs in-process), or 0.
+pid_t ChildQemu() {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::optional<ProcStat> st = ReadProcStat(static_cast<pid_t>(std::stol(name)));
+    if (st && st->ppid == getpid() && st->comm.rfind("qemu-system", 0) == 0) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return 0;
+}
+
+// A guest that stops while its program runs (its QEMU SIGSTOPped for 3.5 s, as a vCPU that idles
+// for a lost timer interrupt would be): after 2 s of silence the host nudges it and notes what
+// QEMU's threads were doing (stopped: T); once QEMU runs again the heartbeats resume, and the
+// record of the wall-time kill says all of it.
+TEST_F(MicrovmRunTest, ASilentGuestIsNudgedAndTheRecordSaysWhatItsVmmDid) {
+  SAFEX_REQUIRE_MICROVM();
+  plan::Plan p = BusyboxPlan();
+  p.limits.wall_time_ns = 8'000'000'000ull;
+  drivers::MicrovmOptions o = TestOptions();
+  std::atomic<bool> started{false};
+  o.started_observer = [&started](const std::string&) { started = true; };
+  std::thread stopper([&started] {
+    for (int i = 0; i < 1200 && !started; ++i) std::this_thread::sleep_for(milliseconds(50));
+    const pid_t qemu = ChildQemu();
+    if (qemu <= 0) return;
+    std::this_thread::sleep_for(milliseconds(1500));  // a heartbeat or so first
+    kill(qemu, SIGSTOP);
+    std::this_thread::sleep_for(milliseconds(3500));
+    kill(qemu, SIGCONT);
+  });
+  auto r = RunPlan(p, Sh("sleep 1000"), o);
+  stopper.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->limit, LimitHit::kWallTime);
+  const std::string& why = r->backend_error;
+  EXPECT_NE(why.find("; nudged "), std::string::npos) << why;
+  EXPECT_NE(why.find("QEMU at the first nudge: "), std::string::npos) << why;
+  EXPECT_NE(why.find("CPU 0/TCG T "), std::string::npos) << why;  // its vCPU thread, stopped
+  // Running again, the guest beat again before the kill: not "fell silent".
+  EXPECT_EQ(why.find("fell silent"), std::string::npos) << why;
+  EXPECT_EQ(why.find("QEMU at the end"), std::string::npos) << why;
 }
 
 // Under TCG the guest's clock is the host's TSC; its jiffies fall behind when the host is busy.

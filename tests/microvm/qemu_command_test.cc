@@ -51,6 +51,7 @@ TEST(QemuCommandTest, TcgRunHasOnlyWhatItNeeds) {
   EXPECT_EQ(After(argv, "-m"), "288M");
   EXPECT_EQ(After(argv, "-smp"), "2");
   EXPECT_TRUE(Has(argv, "-nodefaults"));
+  EXPECT_EQ(After(argv, "-name"), "safex,debug-threads=on");  // named threads: vmm_threads.h
   EXPECT_TRUE(Has(argv, "-no-user-config"));
   EXPECT_TRUE(Has(argv, "-no-reboot"));
   EXPECT_EQ(After(argv, "-display"), "none");
