@@ -227,14 +227,13 @@ class Session {
   void QueueFrame(FrameType t, std::string_view payload) { AppendFrame(t, payload, &out_); }
 
   // The longest time the running guest went without a frame, up to now.
-  void NoteSilence() {
-    r_.longest_silence = std::max(r_.longest_silence, Since() - last_heard_);
-  }
+  void NoteSilence() { r_.longest_silence = std::max(r_.longest_silence, Since() - last_heard_); }
 
   // A running guest that has said nothing for kNudgeAfter (no heartbeat, no output) gets an
   // empty kNudge, then one per kNudgeAfter while it stays silent. The agent ignores it; what it
-  // does is raise an interrupt in the guest: a vCPU idling for a timer interrupt that never came
-  // (the stall the containment suite met under TCG) wakes up and runs its expired timers.
+  // does is raise an interrupt in the guest, which wakes a vCPU idling for a timer interrupt that
+  // never came. Whether the stall the containment suite met under TCG is of that kind is not
+  // known yet: the snapshot of QEMU's threads taken here is there to tell.
   void NudgeIfSilent() {
     const auto now = Since();
     if (now - last_heard_ < kNudgeAfter || now - last_nudge_ < kNudgeAfter) return;

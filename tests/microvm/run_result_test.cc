@@ -17,6 +17,18 @@ plan::Plan TenSecondPlan() {
   return p;
 }
 
+// A run whose program exited on its own `exit_ms` after the session's start, its outputs in.
+SessionResult EndedRun(int64_t exit_ms, int32_t exit_code) {
+  SessionResult s;
+  s.phase = Phase::kDone;
+  s.t_started = std::chrono::seconds(2);
+  s.t_exit = std::chrono::milliseconds(exit_ms);
+  s.outputs_complete = true;
+  s.exit = ExitReport{};
+  s.exit->exit_code = exit_code;
+  return s;
+}
+
 SessionResult KilledWhileRunning(std::string console) {
   SessionResult s;
   s.phase = Phase::kRunning;
@@ -96,13 +108,7 @@ TEST(MicrovmResultTest, NoHeartbeatInTenSecondsIsAStalledGuest) {
 // A run that ended on its own after its guest went quiet for seconds: the record says so (the
 // verdict is the program's).
 TEST(MicrovmResultTest, ALongSilenceInARunThatEndedIsNoted) {
-  SessionResult s;
-  s.phase = Phase::kDone;
-  s.t_started = std::chrono::seconds(2);
-  s.t_exit = std::chrono::seconds(8);
-  s.outputs_complete = true;
-  s.exit = ExitReport{};
-  s.exit->exit_code = 0;
+  SessionResult s = EndedRun(8000, 0);
   s.longest_silence = std::chrono::milliseconds(4200);
   s.nudges = 2;
   drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
@@ -115,16 +121,9 @@ TEST(MicrovmResultTest, ALongSilenceInARunThatEndedIsNoted) {
 }
 
 TEST(MicrovmResultTest, AnExitReportIsTheResult) {
-  SessionResult s;
-  s.phase = Phase::kDone;
-  s.t_started = std::chrono::seconds(2);
-  s.t_exit = std::chrono::milliseconds(2100);
-  s.outputs_complete = true;
+  SessionResult s = EndedRun(2100, 3);
   s.stdout_data = "hi\n";
-  ExitReport e;
-  e.exit_code = 3;
-  e.stdout_total = 3;
-  s.exit = e;
+  s.exit->stdout_total = 3;
   s.console_tail = "some kernel line";
   drivers::RunResult r = ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg");
   EXPECT_EQ(r.exit_code, 3);
