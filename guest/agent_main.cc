@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <string>
 
+#include "common/small_file.h"
 #include "drivers/microvm/guest_spec.h"
 #include "drivers/microvm/wire.h"
 #include "guest/channel.h"
@@ -64,9 +65,9 @@ void SetupStdio() {
 }
 
 bool ProbeMode() {
-  std::string cmdline;
-  if (!ReadSmallFile("/proc/cmdline", &cmdline)) return false;
-  std::string_view rest = TrimNewline(cmdline);
+  const std::optional<std::string> cmdline = ReadSmallFile("/proc/cmdline");
+  if (!cmdline) return false;
+  std::string_view rest = TrimNewline(*cmdline);
   while (!rest.empty()) {
     size_t sp = rest.find(' ');
     if (rest.substr(0, sp) == "safex.mode=probe") return true;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/small_file.h"
 #include "guest/util.h"
 
 namespace safex::guest {
@@ -21,9 +22,9 @@ std::string FindPort() {
   std::string found;
   while (dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    std::string name;
-    if (ReadSmallFile(std::string("/sys/class/virtio-ports/") + e->d_name + "/name", &name) &&
-        TrimNewline(name) == microvm::kPortName) {
+    const std::optional<std::string> name =
+        ReadSmallFile(std::string("/sys/class/virtio-ports/") + e->d_name + "/name");
+    if (name && TrimNewline(*name) == microvm::kPortName) {
       found = e->d_name;
       break;
     }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/small_file.h"
 #include "guest/util.h"
 
 namespace safex::guest {
@@ -172,9 +173,9 @@ std::string FindDiskBySerial(const std::string& serial, std::chrono::millisecond
       std::string found;
       while (dirent* e = readdir(d)) {
         if (std::strncmp(e->d_name, "vd", 2) != 0) continue;
-        std::string s;
-        if (ReadSmallFile(std::string("/sys/block/") + e->d_name + "/serial", &s) &&
-            TrimNewline(s) == serial) {
+        const std::optional<std::string> s =
+            ReadSmallFile(std::string("/sys/block/") + e->d_name + "/serial");
+        if (s && TrimNewline(*s) == serial) {
           found = std::string("/dev/") + e->d_name;
           break;
         }

@@ -1,27 +1,17 @@
 #include "guest/heartbeat.h"
 
+#include "common/proc_stat.h"
+#include "common/small_file.h"
 #include "guest/util.h"
 
 namespace safex::guest {
-namespace {
-
-// The state letter: the field after the command name, which ends at the last ')' (a name may
-// hold spaces and parentheses of its own).
-std::string StateLetter(const std::string& stat) {
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return "?";
-  return stat.substr(close + 2, 1);
-}
-
-}  // namespace
 
 std::string ProcessState(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  std::string stat;
-  if (!ReadSmallFile(dir + "/stat", &stat)) return "gone";
-  std::string out = StateLetter(stat);
-  std::string wchan;
-  if (ReadSmallFile(dir + "/wchan", &wchan) && !wchan.empty() && wchan != "0") {
+  const std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return "gone";
+  std::string out(1, stat->state);
+  const std::string wchan = ReadSmallFile("/proc/" + std::to_string(pid) + "/wchan").value_or("");
+  if (!wchan.empty() && wchan != "0") {
     out += ' ';
     out += TrimNewline(wchan);
   }

@@ -7,14 +7,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/small_file.h"
 #include "guest/util.h"
 
 namespace safex::guest {
 
 std::string LoadModules(const std::string& dir) {
-  std::string order;
-  if (!ReadSmallFile(dir + "/load.order", &order))
-    return ErrnoMessage("read " + dir + "/load.order");
+  const std::optional<std::string> read = ReadSmallFile(dir + "/load.order");
+  if (!read) return ErrnoMessage("read " + dir + "/load.order");
+  const std::string& order = *read;
   size_t start = 0;
   while (start < order.size()) {
     size_t end = order.find('\n', start);

@@ -13,32 +13,6 @@ namespace safex::guest {
 
 std::string ErrnoMessage(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-bool ReadSmallFile(const std::string& path, std::string* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      close(fd);
-      errno = e;
-      return false;
-    }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > 64 * 1024) {
-      close(fd);
-      errno = EFBIG;
-      return false;
-    }
-  }
-  close(fd);
-  return true;
-}
-
 int WriteControl(const std::string& path, std::string_view data) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errno;

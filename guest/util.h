@@ -1,4 +1,5 @@
-// Small file and error helpers of the guest agent (no project libraries are linked into it).
+// Small file and error helpers of the guest agent. It links no project library, only the few
+// std-only sources guest/CMakeLists.txt lists (files are read with common/small_file.h).
 #pragma once
 
 #include <sys/types.h>
@@ -12,8 +13,6 @@ namespace safex::guest {
 // "what: strerror(errno)" for the current errno.
 std::string ErrnoMessage(const std::string& what);
 
-// Reads a file of at most 64 KiB. False on error.
-bool ReadSmallFile(const std::string& path, std::string* out);
 // Writes `data` to an existing file (a sysfs/cgroupfs control file) in one write(). 0 or errno.
 int WriteControl(const std::string& path, std::string_view data);
 // Creates (O_EXCL) and fills a regular file. 0 or errno.

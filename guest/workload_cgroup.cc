@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/small_file.h"
 #include "guest/util.h"
 
 namespace safex::guest {
@@ -82,8 +83,7 @@ WorkloadCgroup::~WorkloadCgroup() {
 }
 
 uint64_t WorkloadCgroup::Keyed(const char* file, const char* key) const {
-  std::string text;
-  if (!ReadSmallFile(dir_ + "/" + file, &text)) return 0;
+  const std::string text = ReadSmallFile(dir_ + "/" + file).value_or("");
   std::string_view v(text);
   size_t klen = std::strlen(key);
   size_t pos = 0;
@@ -102,9 +102,7 @@ uint64_t WorkloadCgroup::Keyed(const char* file, const char* key) const {
 uint64_t WorkloadCgroup::CpuNs() const { return Keyed("cpu.stat", "usage_usec") * 1000; }
 
 uint64_t WorkloadCgroup::PeakMemoryBytes() const {
-  std::string text;
-  if (!ReadSmallFile(dir_ + "/memory.peak", &text)) return 0;
-  return ParseU64(TrimNewline(text));
+  return ParseU64(TrimNewline(ReadSmallFile(dir_ + "/memory.peak").value_or("")));
 }
 
 uint64_t WorkloadCgroup::OomKills() const { return Keyed("memory.events", "oom_kill"); }
@@ -114,8 +112,7 @@ uint64_t WorkloadCgroup::PidsLimitHits() const { return Keyed("pids.events", "ma
 uint64_t WorkloadCgroup::MemoryMaxHits() const { return Keyed("memory.events", "max"); }
 
 uint64_t WorkloadCgroup::MemoryFullStallUs() const {
-  std::string text;
-  if (!ReadSmallFile(dir_ + "/memory.pressure", &text)) return 0;
+  const std::string text = ReadSmallFile(dir_ + "/memory.pressure").value_or("");
   const size_t full = text.find("full ");
   if (full == std::string::npos) return 0;
   const size_t total = text.find("total=", full);

@@ -7,6 +7,12 @@ seconds=${2:-30}
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
 shopt -s nullglob
+# The current target's work directory goes also when the script is stopped: scripts/test.sh kills
+# this job's process group (SIGTERM) when another stage has failed.
+work=""
+remove_work() { if [[ -n "$work" ]]; then rm -rf "$work"; fi; }
+trap remove_work EXIT
+trap 'exit 143' TERM INT
 for bin in "$build"/fuzz/*; do
   [[ -x "$bin" ]] || continue
   name=$(basename "$bin")
@@ -23,6 +29,7 @@ for bin in "$build"/fuzz/*; do
   else
     tail -n 1 "$work/log"
   fi
-  rm -rf "$work"
+  remove_work
+  work=""
 done
 exit $status
