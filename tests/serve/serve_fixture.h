@@ -56,25 +56,27 @@ class ServeFixture : public ::testing::Test {
   // checker compares whole lines: a baseline taken while the daemon happened to be runnable
   // (state=R, likely on a loaded machine just after it answered /v1/health) would never match the
   // idle daemon later and read as a leak. So the baseline is one where the daemon sleeps in its
-  // event loop, as it does whenever it has nothing to do, and no other process of the test's
-  // (a private PostgreSQL server and its workers) is caught running either: CI once failed
-  // ServeShipTest on a postmaster that was runnable in the baseline and asleep at the end.
+  // event loop, as it does whenever it has nothing to do, and every other process of the test's
+  // (a private PostgreSQL server and its workers) sleeps too: CI once failed ServeShipTest on a
+  // postmaster that was runnable in the baseline and asleep at the end, and one caught in disk
+  // wait (D) or not yet reaped (Z) would do the same.
   void StartAndSnapshot(const ServeOptions& o = {}) {
     std::string err = h_.Start(o);
     ASSERT_EQ(err, "");
     const std::string idle = "process: " + std::to_string(h_.pid()) + " [child] state=S ";
-    auto none_running = [this] {
+    auto others_asleep = [this] {
       return std::none_of(before_.items.begin(), before_.items.end(), [](const std::string& i) {
-        return i.starts_with("process: ") && i.find(" [child] state=R ") != std::string::npos;
+        return i.starts_with("process: ") && i.find(" [child] state=") != std::string::npos &&
+               i.find(" [child] state=S ") == std::string::npos;
       });
     };
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
       before_ = LeakSnapshot::Take(LeakOptions());
       auto it = before_.items.lower_bound(idle);
-      if (it != before_.items.end() && it->starts_with(idle) && none_running()) break;
+      if (it != before_.items.end() && it->starts_with(idle) && others_asleep()) break;
       ASSERT_LT(std::chrono::steady_clock::now(), until)
-          << "the daemon never showed as sleeping with no other process of the test running:\n"
+          << "the daemon and the test's other processes never showed as all sleeping:\n"
           << JoinLines({before_.items.begin(), before_.items.end()});
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
