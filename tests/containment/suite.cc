@@ -298,7 +298,27 @@ Suite::~Suite() {
   if (leaked_dir_fd_ >= 0) close(leaked_dir_fd_);
   signal(SIGUSR1, SIG_DFL);
   std::error_code ec;
+  KeepAuditLog();
   if (!work_.empty()) fs::remove_all(work_, ec);
+}
+
+// SAFEX_CONTAINMENT_KEEP_AUDIT=DIR: the suite's audit log (every run's record, the service's
+// too) is copied into DIR before the work directory goes, so that the reasons of a run that went
+// wrong can be read afterwards (`safex audit --audit-db DIR/audit.db show RUN`). Only the suite's
+// own files are copied; DIR is the caller's.
+void Suite::KeepAuditLog() const {
+  const char* keep = getenv("SAFEX_CONTAINMENT_KEEP_AUDIT");
+  if (keep == nullptr || *keep == '\0' || audit_db_.empty()) return;
+  std::error_code ec;
+  fs::create_directories(keep, ec);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string from = audit_db_ + suffix;
+    if (!fs::exists(from, ec)) continue;
+    fs::copy_file(from, fs::path(keep) / ("audit.db" + std::string(suffix)),
+                  fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      std::fprintf(stderr, "containment: keeping %s: %s\n", from.c_str(), ec.message().c_str());
+  }
 }
 
 int Suite::sigusr1_count() const { return g_sigusr1.load(); }

@@ -274,6 +274,7 @@ class Suite {
   // `safex serve` for the submit column: started in SetUp, stopped (drained) in CheckHost.
   std::string StartServe();
   void StopServe();
+  void KeepAuditLog() const;  // SAFEX_CONTAINMENT_KEEP_AUDIT (suite.cc)
   void CommonChecks(const RunRecord& r, const std::string& backend, Check& check) const;
   // Whether a machine-wide leak line names only other processes' runs (other tests on a shared
   // machine), so that it can be told apart from the suite's own.
