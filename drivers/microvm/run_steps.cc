@@ -94,9 +94,11 @@ std::string VmmThreadsNote(const SessionResult& s) {
 }
 
 // A run that ended on its own but whose guest went quiet for a while (heartbeats a second apart
-// are the norm): the record says so, so that a slow run can be told from a slow program.
+// are the norm), or that the host nudged at all: the record says so, so that a slow run can be
+// told from a slow program, and no nudge of a guest goes unrecorded (one that revived the guest
+// at once leaves a silence of just over 2 s).
 std::string SilenceNote(const SessionResult& s) {
-  if (s.longest_silence <= std::chrono::seconds(3)) return "";
+  if (s.nudges == 0 && s.longest_silence <= std::chrono::seconds(3)) return "";
   return fmt::format("the guest was silent for {} while the program ran (nudged {} times)",
                      Ms(s.longest_silence), s.nudges);
 }

@@ -105,8 +105,8 @@ TEST(MicrovmResultTest, NoHeartbeatInTenSecondsIsAStalledGuest) {
             "sends one a second: the guest stalled); nudged 4 times");
 }
 
-// A run that ended on its own after its guest went quiet for seconds: the record says so (the
-// verdict is the program's).
+// A run that ended on its own after its guest went quiet for seconds, or was nudged at all: the
+// record says so (the verdict is the program's).
 TEST(MicrovmResultTest, ALongSilenceInARunThatEndedIsNoted) {
   SessionResult s = EndedRun(8000, 0);
   s.longest_silence = std::chrono::milliseconds(4200);
@@ -116,7 +116,14 @@ TEST(MicrovmResultTest, ALongSilenceInARunThatEndedIsNoted) {
   EXPECT_EQ(r.limit, drivers::LimitHit::kNone);
   EXPECT_EQ(r.backend_error,
             "the guest was silent for 4200 ms while the program ran (nudged 2 times)");
+  // One nudge that revived the guest at once: a short silence, still on the record.
+  s.longest_silence = std::chrono::milliseconds(2100);
+  s.nudges = 1;
+  EXPECT_EQ(ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg").backend_error,
+            "the guest was silent for 2100 ms while the program ran (nudged 1 times)");
+  // Neither: nothing to say.
   s.longest_silence = std::chrono::milliseconds(1100);
+  s.nudges = 0;
   EXPECT_EQ(ResultOf(TenSecondPlan(), s, 256, 0, "microvm/tcg").backend_error, "");
 }
 
