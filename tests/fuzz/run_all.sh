@@ -10,7 +10,7 @@ shopt -s nullglob
 # The current target's work directory goes also when the script is stopped: scripts/test.sh kills
 # this job's process group (SIGTERM) when another stage has failed.
 work=""
-remove_work() { if [[ -n "$work" ]]; then rm -rf "$work"; fi; }
+remove_work() { if [[ -n "$work" ]]; then rm -rf "$work"; work=""; fi; }
 trap remove_work EXIT
 trap 'exit 143' TERM INT
 for bin in "$build"/fuzz/*; do
@@ -30,6 +30,5 @@ for bin in "$build"/fuzz/*; do
     tail -n 1 "$work/log"
   fi
   remove_work
-  work=""
 done
 exit $status

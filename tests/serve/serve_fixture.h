@@ -64,7 +64,7 @@ class ServeFixture : public ::testing::Test {
     std::string err = h_.Start(o);
     ASSERT_EQ(err, "");
     const std::string idle = "process: " + std::to_string(h_.pid()) + " [child] state=S ";
-    auto others_asleep = [this] {
+    auto all_asleep = [this] {
       return std::none_of(before_.items.begin(), before_.items.end(), [](const std::string& i) {
         return i.starts_with("process: ") && i.find(" [child] state=") != std::string::npos &&
                i.find(" [child] state=S ") == std::string::npos;
@@ -74,7 +74,7 @@ class ServeFixture : public ::testing::Test {
     for (;;) {
       before_ = LeakSnapshot::Take(LeakOptions());
       auto it = before_.items.lower_bound(idle);
-      if (it != before_.items.end() && it->starts_with(idle) && others_asleep()) break;
+      if (it != before_.items.end() && it->starts_with(idle) && all_asleep()) break;
       ASSERT_LT(std::chrono::steady_clock::now(), until)
           << "the daemon and the test's other processes never showed as all sleeping:\n"
           << JoinLines({before_.items.begin(), before_.items.end()});
