@@ -52,6 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "syscalls.h"
+
 /* A command's bounds: 16 MiB of stdin or file bytes and 4 MiB of argv (the host refuses more). */
 enum { kMaxCommand = 20 * 1024 * 1024 + 64, kMaxArgs = 64 * 1024, kMaxEnv = 4096 };
 
@@ -280,7 +282,7 @@ static int do_exec(uint32_t len) {
   int in[2] = {-1, -1};
   if (command[0] == 'd' && pipe2(in, O_CLOEXEC) != 0) in[0] = in[1] = -1;
   char answer[12];
-  e.child = fork();
+  e.child = launch_fork();
   if (e.child == 0) child_exec(argv, &e, command[0] == 'd' ? in[0] : -1);
   const int fork_errno = e.child < 0 ? errno : 0;
   if (in[0] >= 0) close(in[0]);
@@ -308,10 +310,10 @@ static int open_dir_nofollow(int dir, const char* name) {
   const int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return -errno;
   struct stat st;
-  const int err = fstat(fd, &st) != 0    ? errno
-                  : S_ISLNK(st.st_mode)  ? ELOOP
-                  : !S_ISDIR(st.st_mode) ? ENOTDIR
-                                         : 0;
+  const int err = launch_fstat(fd, &st) != 0 ? errno
+                  : S_ISLNK(st.st_mode)      ? ELOOP
+                  : !S_ISDIR(st.st_mode)     ? ENOTDIR
+                                             : 0;
   if (err == 0) return fd;
   close(fd);
   return -err;
@@ -322,7 +324,7 @@ static int open_dir_nofollow(int dir, const char* name) {
  * component. Returns the fd, or -errno. */
 static int open_parent(char* path, int create, char** last) {
   if (path[0] != '/') return -EINVAL;
-  int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int dir = launch_open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return -errno;
   char* at = path + 1;
   for (char* slash; (slash = strchr(at, '/')) != NULL; at = slash + 1) {
@@ -360,7 +362,7 @@ static int do_write(uint32_t len) {
   int err = fd < 0 ? errno : 0;
   close(dir);
   struct stat st;
-  if (err == 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) err = EINVAL;
+  if (err == 0 && (launch_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) err = EINVAL;
   if (err == 0 && write_all(fd, bytes, n) != 0) err = errno != 0 ? errno : EIO;
   if (fd >= 0 && close(fd) != 0 && err == 0) err = errno;
   return answer_errno('w', err);
@@ -378,7 +380,7 @@ static int do_read(uint32_t len) {
   int err = fd < 0 ? errno : 0;
   close(dir);
   struct stat st;
-  if (err == 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) err = EINVAL;
+  if (err == 0 && (launch_fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) err = EINVAL;
   const size_t cap = max < kMaxCommand - 4 ? max : kMaxCommand - 4;
   size_t got = 0;
   while (err == 0) { /* one byte past the cap tells a file that is too large */
@@ -408,16 +410,18 @@ static int set_up(int reply, int commands) {
   if (fcntl(reply_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(command_fd, F_SETFD, FD_CLOEXEC) != 0) {
     return -1;
   }
+  /* The runtime's mask is taken before the handler is set: musl's first sigaction unblocks its
+   * own internal signals in this process's mask, and the commands get the runtime's. */
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &block, &runtime_mask) != 0) return -1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_child; /* no SA_RESTART: ppoll returns when a child changes state */
   sa.sa_flags = SA_NOCLDSTOP;
   sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGCHLD, &sa, NULL) != 0) return -1;
-  sigset_t block;
-  sigemptyset(&block);
-  sigaddset(&block, SIGCHLD);
-  return sigprocmask(SIG_BLOCK, &block, &runtime_mask);
+  return sigaction(SIGCHLD, &sa, NULL);
 }
 
 int serve_session(int reply, int commands) {

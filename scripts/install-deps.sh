@@ -21,6 +21,7 @@ BUILD_PKGS=(
   libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev libre2-dev libcap-dev
   clang libclang-rt-14-dev
   libpq-dev  # fleet/: shipping audit logs to PostgreSQL
+  musl-tools  # launch/: the launcher, linked against musl (it starts in every gVisor sandbox)
 )
 RUN_PKGS=(
   nftables iproute2 python3 nodejs procps util-linux ca-certificates

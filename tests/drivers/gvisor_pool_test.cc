@@ -141,6 +141,19 @@ TEST_F(GvisorPoolTest, ThePlansSeccompFilterHoldsForThePooledProgram) {
   EXPECT_EQ(r.stdout_stream.data, "");
 }
 
+// The launcher is linked against musl but makes a glibc program's calls (launch/syscalls.h): a
+// filter that lets the host's programs run lets it report and hand over, cold and pooled.
+TEST_F(GvisorPoolTest, TheLauncherMakesNoCallTheHostsProgramsDoNot) {
+  plan::Plan p = PlanKillingMuslOnlyCalls();
+  const std::vector<std::string> argv = {"/bin/sh", "-c", "cat /etc/hosts | head -n1; echo ok"};
+  RunResult cold = MustRun(p, argv);
+  EXPECT_EQ(cold.exit_code, 0) << cold.stderr_stream.data;
+  EXPECT_THAT(cold.stdout_stream.data, ::testing::EndsWith("ok\n"));
+  RunResult pooled = MustRunPooled(MustPrepare(p), p, argv);
+  EXPECT_EQ(pooled.exit_code, 0) << pooled.stderr_stream.data;
+  EXPECT_EQ(pooled.stdout_stream.data, cold.stdout_stream.data);
+}
+
 // The wall clock starts at the hand-over, and the CPU the sandbox used to boot and wait is not
 // the run's: a sandbox that waited longer than the wall limit still runs its program whole.
 TEST_F(GvisorPoolTest, TheRunsClocksStartAtTheHandOver) {

@@ -145,6 +145,35 @@ TEST_F(GvisorSessionTest, ThePlansSeccompFilterHoldsForEveryCommand) {
   EXPECT_TRUE(s->Alive());
 }
 
+// The session's init forks commands and opens and stats files as a glibc program would (clone,
+// openat, newfstatat; launch/syscalls.h), not as musl's wrappers would.
+TEST_F(GvisorSessionTest, TheInitMakesNoCallTheHostsProgramsDoNot) {
+  auto s = MustOpen(PlanKillingMuslOnlyCalls());
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->WriteFile("/tmp/in.txt", "given\n", 0644).ok());
+  RunResult r = MustExec(*s, Sh("cat /tmp/in.txt > /tmp/out.txt; echo done"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_stream.data;
+  EXPECT_EQ(r.stdout_stream.data, "done\n");
+  auto out = s->ReadFile("/tmp/out.txt", 1024);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "given\n");
+  EXPECT_TRUE(s->Alive());
+}
+
+// The launcher's execvp (musl's) never hands a file it cannot execute to /bin/sh, as glibc's
+// would for one without `#!`: 126, as the native backend's execve gives.
+TEST_F(GvisorSessionTest, AFileWithoutAnInterpreterLineIsNotRunByAShell) {
+  plan::Plan p = BasePlan();
+  for (plan::Mount& m : p.mounts) m.noexec = false;
+  auto s = MustOpen(p);
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->WriteFile("/tmp/script", "echo ran-by-a-shell\n", 0755).ok());
+  RunResult r = MustExec(*s, {"/tmp/script"});
+  EXPECT_EQ(r.exit_code, 126);
+  EXPECT_EQ(r.stdout_stream.data, "");
+  EXPECT_THAT(r.stderr_stream.data, HasSubstr("Exec format error"));
+}
+
 TEST_F(GvisorSessionTest, WallTimeAndOutputAreLimitedPerCommand) {
   plan::Plan p = BasePlan();
   p.limits.wall_time_ns = 1'500'000'000;

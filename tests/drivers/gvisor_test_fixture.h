@@ -32,6 +32,17 @@ inline plan::Plan PlanWithProbe() {
   return p;
 }
 
+// BasePlan() with the calls killed that musl's wrappers make where glibc's make others (open,
+// fork, fstat; launch/syscalls.h). The host's programs (glibc) never make them, so a run under it
+// works only while the launcher (musl) does not either.
+inline plan::Plan PlanKillingMuslOnlyCalls() {
+  plan::Plan p = BasePlan();
+  for (const char* name : {"fork", "fstat", "open"}) {
+    p.seccomp.rules.push_back({name, plan::SyscallAction::kKill, 0});
+  }
+  return p;
+}
+
 inline std::string NextRunId() {
   static std::atomic<int> n{0};
   return "t" + std::to_string(getpid()) + "-" + std::to_string(n++);
