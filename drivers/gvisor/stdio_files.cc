@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace safex::drivers::gvisor {
@@ -19,6 +21,23 @@ constexpr const char* kNames[2] = {"stdout", "stderr"};
 // Page rounding of two files and tmpfs's own accounting: a program that writes exactly the cap
 // never meets ENOSPC, and one that writes more is seen writing more than the cap.
 constexpr uint64_t kSlackBytes = 64 << 10;
+
+// Closing an inotify instance waits in the kernel for an SRCU grace period (fsnotify_destroy_group
+// flushes the mark reaper): 7-19 ms in 7 of 10 `safex run`s measured here (docs/benchmarks.md, "The
+// inotify instance's close"), on every run's path between the program's end and its end event.
+// Nothing waits for that close, so it happens on a thread of its own; the watches are removed
+// first (that only queues the reaper), so the unmount that follows finds none of ours. Without a
+// thread to be had, the fd is closed here (the lambda's destructor).
+void CloseInBackground(UniqueFd notify, const int (&watches)[2]) {
+  if (!notify) return;
+  for (int wd : watches) {
+    if (wd >= 0) inotify_rm_watch(notify.get(), wd);
+  }
+  try {
+    std::thread([fd = std::move(notify)]() mutable { fd.Reset(); }).detach();
+  } catch (const std::system_error&) {
+  }
+}
 
 }  // namespace
 
@@ -42,9 +61,8 @@ Result<StdioFiles> StdioFiles::Create(const std::string& dir, uint64_t cap) {
     if (!s.reader_[i]) return Status::Errno("create", path, errno);
     s.child_[i].Reset(open(path.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
     if (!s.child_[i]) return Status::Errno("open", path, errno);
-    if (inotify_add_watch(s.notify_.get(), path.c_str(), IN_MODIFY) < 0) {
-      return Status::Errno("inotify_add_watch", path, errno);
-    }
+    s.watch_[i] = inotify_add_watch(s.notify_.get(), path.c_str(), IN_MODIFY);
+    if (s.watch_[i] < 0) return Status::Errno("inotify_add_watch", path, errno);
   }
   return s;
 }
@@ -102,7 +120,7 @@ Status StdioFiles::Close() {
   CloseChildEnds();
   reader_[0].Reset();
   reader_[1].Reset();
-  notify_.Reset();
+  CloseInBackground(std::move(notify_), watch_);
   return mount_.Unmount();
 }
 

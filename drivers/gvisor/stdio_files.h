@@ -64,7 +64,8 @@ class StdioFiles {
   // position do not change, and a new Read() still starts where the last one stopped.
   Status Release();
 
-  // Closes every fd, then unmounts. Idempotent.
+  // Closes every fd (the inotify instance's on a thread of its own: its close waits for the
+  // kernel), then unmounts. Idempotent.
   Status Close();
 
  private:
@@ -73,6 +74,7 @@ class StdioFiles {
   UniqueFd reader_[2];
   uint64_t offset_[2] = {0, 0};
   UniqueFd notify_;
+  int watch_[2] = {-1, -1};
   std::vector<char> buf_;  // one read buffer for the run
 };
 
