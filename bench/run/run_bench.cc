@@ -26,7 +26,7 @@
 
 #include "bench/common/bench_util.h"
 #include "bench/gvisor/raw_runsc.h"
-#include "common/subprocess.h"
+#include "common/fs_tree.h"
 #include "common/unique_fd.h"
 #include "compiler/compiler.h"
 
@@ -39,6 +39,15 @@ std::string kPolicy =
     std::string(SAFEX_BENCH_SOURCE_DIR) + "/policies/examples/python-untrusted.policy";
 
 std::string AuditDir() { return "/var/tmp/safex-run-bench-" + std::to_string(getpid()); }
+
+// The audit logs and scratch directories go on every way out, a failed run's too.
+struct AuditDirRemover {
+  ~AuditDirRemover() {
+    if (Status st = RemoveTree(AuditDir()); !st.ok()) {
+      std::fprintf(stderr, "run_bench: %s\n", st.ToString().c_str());
+    }
+  }
+};
 
 Result<double> SafexRun(const std::vector<std::string>& program,
                         const std::string& binary = SAFEX_BENCH_BINARY,
@@ -59,6 +68,7 @@ int main(int argc, char** argv) {
   const std::string baseline = argc > 2 ? argv[2] : "";
   if (argc > 3) kPolicy = argv[3];
   mkdir(AuditDir().c_str(), 0700);
+  AuditDirRemover remove_audit_dir;
 
   compiler::CompileOptions co;
   compiler::CompileResult compiled = compiler::CompileFile(kPolicy, co);
@@ -142,10 +152,5 @@ int main(int argc, char** argv) {
     double sx = bench::Throughput(k, 2 * runs, [&](int, int) { return SafexRun({"/bin/true"}); });
     std::printf("%-12d %12.2f %12.2f\n", k, raw, sx);
   }
-  std::string cleanup = AuditDir();
-  std::vector<std::string> rm = {"/bin/rm", "-rf", cleanup};
-  SpawnOptions so;
-  so.argv = rm;
-  if (auto p = Subprocess::Spawn(so); p.ok()) (void)p->Wait();
   return 0;
 }
