@@ -32,7 +32,8 @@
  * then "end\n". Static, no allocation beyond the stack, few syscalls (openat, read, write, close,
  * execve): every one is also what any program needs to start, so a plan's filter that denies one
  * denies the program too. Linked against musl, which starts faster inside the Sentry than glibc;
- * syscalls.h keeps its calls those of a glibc program. Exit 127/126 when the program cannot be executed, as a shell would. */
+ * syscalls.h keeps its calls those of a glibc program. Exit 127/126 when the program cannot be
+ * executed, as a shell would. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
