@@ -140,6 +140,7 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
   std::unique_ptr<drivers::PreparedSandbox> found;
   {
     std::unique_lock<std::mutex> l(mu_);
+    last_run_start_ = std::chrono::steady_clock::now();  // any run, pooled or not
     auto it = pools_.find(policy_name);
     if (it == pools_.end()) return nullptr;  // not a pooled policy: neither hit nor miss
     Pool& pool = it->second;
@@ -153,6 +154,7 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
     while (!(found = PopReady(pool, plan_digest, with_input)) &&
            pool.waiting <= SandboxesComing(pool) && pool.digest == plan_digest &&
            stopping_.load() == 0) {
+      wake_.notify_all();  // a boot held back off this run's start must not keep it waiting
       if (ready_cv_.wait_until(l, until) == std::cv_status::timeout) {
         found = PopReady(pool, plan_digest, with_input);
         break;
@@ -220,8 +222,15 @@ void SandboxPool::BootLoop() {
       if (stopping_.load() != 0) return;
       next = NextToFill();
       if (next == nullptr) continue;
-      ++next->booting;
+      ++next->booting;  // from now on a run that finds the pool empty waits for this boot
       plan = plans_[next->rule.policy];
+      // Off the start of the last run (kRunStartQuiet), unless a run already waits for it.
+      wake_.wait_until(l, last_run_start_ + kRunStartQuiet,
+                       [this, next] { return stopping_.load() != 0 || next->waiting > 0; });
+      if (stopping_.load() != 0) {
+        --next->booting;
+        return;
+      }
     }
     Boot(*next, std::move(plan));
   }

@@ -10,7 +10,8 @@
 // destroyed, and so is one whose generation -- runsc's binary, the bound host paths,
 // Driver::SandboxGeneration -- changed) and replaces those older than max_idle. Boot threads (as
 // many as CPUs, at most 4) make what is missing, never on a request's path. Take (a worker, for
-// a run) only pops a ready one.
+// a run) only pops a ready one. A boot also keeps off the start of a run beside it: it begins
+// only kRunStartQuiet after the last run began, unless a run waits for it.
 //
 // Audit: every sandbox made is a chained `sandbox` event (its plan, what it enforced) committed
 // before it can be handed out (one that cannot be recorded is destroyed, never pooled); every
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -67,6 +69,15 @@ std::string RenderPoolMetrics(const PoolStats& stats);
 
 class SandboxPool : public supervisor::SandboxSource {
  public:
+  // A boot begins no sooner than this after the last run began (the last Take). A boot's first
+  // tens of milliseconds on the host (runsc's own start, its gofer, the namespaces, cgroups and
+  // mounts) slow a program starting beside it, even at the boot's low CPU share: a pooled
+  // `/bin/echo`'s first byte came 5-7 ms later with refills starting at once (docs/benchmarks.md,
+  // "Refills keep off a run's start"). Each boot is held back at most once, so a stream of runs
+  // delays every boot by at most this and never starves the pool; a boot that a run waits for
+  // (Take on an empty pool) is not held back at all.
+  static constexpr std::chrono::milliseconds kRunStartQuiet{50};
+
   SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
               drivers::Backends* backends, PlanResolver resolve, SandboxRecorder record);
   ~SandboxPool() override;  // Stop()
@@ -145,6 +156,7 @@ class SandboxPool : public supervisor::SandboxSource {
   std::map<std::string, Pool> pools_;  // by policy name; guarded by mu_
   std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> plans_;  // guarded by mu_
   PoolStats stats_;                                                               // guarded
+  std::chrono::steady_clock::time_point last_run_start_;  // the last Take; guarded by mu_
   std::mutex record_mu_;
   std::vector<std::thread> threads_;  // TendLoop, then the BootLoops
 };

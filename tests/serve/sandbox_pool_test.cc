@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -44,6 +45,10 @@ class SlowBootDriver : public drivers::Driver {
   }
   Result<std::unique_ptr<drivers::PreparedSandbox>> Prepare(
       const plan::Plan& plan, const drivers::PrepareRequest& req) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      starts_.push_back(Clock::now());
+    }
     const auto until = Clock::now() + boot_;
     while (Clock::now() < until) {
       if (req.cancel != nullptr && req.cancel->load() != 0) return Status::Unavailable("stopping");
@@ -64,12 +69,19 @@ class SlowBootDriver : public drivers::Driver {
   uint64_t SandboxMemoryBytes(const plan::Plan& plan) const override {
     return memory_per_sandbox != 0 ? memory_per_sandbox : plan.limits.memory_bytes;
   }
+  // When each Prepare began, in order.
+  std::vector<Clock::time_point> starts() {
+    std::lock_guard<std::mutex> l(mu_);
+    return starts_;
+  }
   std::atomic<int> boots{0};
   bool takes_input = true;          // what its sandboxes say (a microVM's: false)
   uint64_t memory_per_sandbox = 0;  // 0: the plan's memory limit
 
  private:
   std::chrono::milliseconds boot_;
+  std::mutex mu_;
+  std::vector<Clock::time_point> starts_;
 };
 
 class SandboxPoolTest : public ::testing::Test {
@@ -150,6 +162,55 @@ TEST_F(SandboxPoolTest, OnlyAsManyRunsWaitAsSandboxesAreComing) {
   const PoolStats s = pool_->stats();
   EXPECT_EQ(s.hits, 2u);
   EXPECT_EQ(s.misses, 2u);
+}
+
+// The refill of a sandbox a run took begins only SandboxPool::kRunStartQuiet after the run
+// began, off the program's start.
+TEST_F(SandboxPoolTest, ARefillKeepsOffTheStartOfTheRunThatTookASandbox) {
+  StartPool(std::chrono::milliseconds(20), 1);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  const auto taken = Clock::now();
+  ASSERT_NE(pool_->Take("pooled", digest_, false), nullptr);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  const std::vector<Clock::time_point> starts = driver_->starts();
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_GE(starts[1] - taken, SandboxPool::kRunStartQuiet);
+}
+
+// A run that finds the pool empty and waits for the sandbox coming is not kept waiting by that
+// window: the boot begins at once.
+TEST_F(SandboxPoolTest, ABootARunWaitsForIsNotHeldBack) {
+  StartPool(std::chrono::milliseconds(100), 1);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  const auto taken = Clock::now();
+  ASSERT_NE(pool_->Take("pooled", digest_, false), nullptr);
+  EXPECT_NE(pool_->Take("pooled", digest_, false), nullptr);  // waits for the refill
+  const std::vector<Clock::time_point> starts = driver_->starts();
+  ASSERT_GE(starts.size(), 2u);
+  EXPECT_LT(starts[1] - taken, SandboxPool::kRunStartQuiet);
+  EXPECT_EQ(pool_->stats().hits, 2u);
+}
+
+// A boot is held back once, not for as long as runs keep starting: with a run beginning every
+// 10 ms (of a policy without a pool) the refill still comes, within the window and its boot.
+TEST_F(SandboxPoolTest, RunsStartingWithoutPauseDoNotStarveTheRefills) {
+  StartPool(std::chrono::milliseconds(20), 1);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 1; }));
+  const auto taken = Clock::now();
+  ASSERT_NE(pool_->Take("pooled", digest_, false), nullptr);
+  std::atomic<bool> done{false};
+  std::thread runs([&] {
+    while (!done.load()) {
+      EXPECT_EQ(pool_->Take("not-pooled", digest_, false), nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  const bool refilled = WaitFor([](const PoolStats& s) { return s.ready == 1; });
+  const auto took = Clock::now() - taken;
+  done.store(true);
+  runs.join();
+  ASSERT_TRUE(refilled);
+  EXPECT_LT(took, std::chrono::seconds(2)) << "the refill waited for the runs to pause";
 }
 
 // A run with input files gets nothing from a pool whose sandboxes cannot take input (neither a
