@@ -224,9 +224,11 @@ void SandboxPool::BootLoop() {
       if (next == nullptr) continue;
       ++next->booting;  // from now on a run that finds the pool empty waits for this boot
       plan = plans_[next->rule.policy];
-      // Off the start of the last run (kRunStartQuiet), unless a run already waits for it.
-      wake_.wait_until(l, last_run_start_ + kRunStartQuiet,
-                       [this, next] { return stopping_.load() != 0 || next->waiting > 0; });
+      // Off the start of the last run (kRunStartQuiet) while the pool still has one ready for the
+      // next run; at once when it has none, or a run already waits for it.
+      wake_.wait_until(l, last_run_start_ + kRunStartQuiet, [this, next] {
+        return stopping_.load() != 0 || next->waiting > 0 || next->ready.empty();
+      });
       if (stopping_.load() != 0) {
         --next->booting;
         return;

@@ -10,8 +10,8 @@
 // destroyed, and so is one whose generation -- runsc's binary, the bound host paths,
 // Driver::SandboxGeneration -- changed) and replaces those older than max_idle. Boot threads (as
 // many as CPUs, at most 4) make what is missing, never on a request's path. Take (a worker, for
-// a run) only pops a ready one. A boot also keeps off the start of a run beside it: it begins
-// only kRunStartQuiet after the last run began, unless a run waits for it.
+// a run) only pops a ready one. A boot also keeps off the start of a run beside it: while the
+// pool has one ready, it begins only kRunStartQuiet after the last run began.
 //
 // Audit: every sandbox made is a chained `sandbox` event (its plan, what it enforced) committed
 // before it can be handed out (one that cannot be recorded is destroyed, never pooled); every
@@ -73,9 +73,10 @@ class SandboxPool : public supervisor::SandboxSource {
   // tens of milliseconds on the host (runsc's own start, its gofer, the namespaces, cgroups and
   // mounts) slow a program starting beside it, even at the boot's low CPU share: a pooled
   // `/bin/echo`'s first byte came 5-7 ms later with refills starting at once (docs/benchmarks.md,
-  // "Refills keep off a run's start"). Each boot is held back at most once, so a stream of runs
-  // delays every boot by at most this and never starves the pool; a boot that a run waits for
-  // (Take on an empty pool) is not held back at all.
+  // "Refills keep off a run's start"). Only a pool that still has a sandbox ready for the next
+  // run holds a boot back: the boot for an empty pool, or one a run waits for, begins at once
+  // (under a stream of runs the pool drains and its boots are not slowed). Each boot is held
+  // back at most once, so runs starting without pause never starve the pool.
   static constexpr std::chrono::milliseconds kRunStartQuiet{50};
 
   SandboxPool(std::vector<compiler::PoolRule> rules, uint64_t memory_budget,
