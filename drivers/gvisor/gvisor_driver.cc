@@ -79,7 +79,10 @@ std::optional<cgroup::Version> GvisorDriver::cgroup_version() const {
 // Within kProbeFresh of a full probe that passed, while runsc is the same file and the launcher
 // is there, the answer stands. What else could change in that window (cgroups, the state root)
 // fails the run's own first steps instead, before anything of the program exists (fail closed),
-// with their own message rather than "backend unavailable".
+// with their own message rather than "backend unavailable". A boot that got as far as its
+// launcher's report did the same work, so it renews the answer too (ProbedByBoot): in a service
+// whose pool refills after each run, a run taking a pooled sandbox seldom pays a full probe
+// (about 3 ms of cgroup and directory churn before its start event).
 constexpr auto kProbeFresh = std::chrono::seconds(2);
 
 Status GvisorDriver::Probe() {
@@ -162,6 +165,13 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
 
   ready_ = r;
   return r;
+}
+
+// Nothing is renewed after a probe that failed meanwhile (no answer stands), nor when runsc is
+// another file than the one the boot ran.
+void GvisorDriver::ProbedByBoot(const Ready& ready) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (ready_ && ready_->runsc_identity == ready.runsc_identity) ready_->probed_at = Clock::now();
 }
 
 Status GvisorDriver::CheckPlan(const plan::Plan& plan) const {
@@ -285,6 +295,7 @@ Result<RunResult> GvisorDriver::Run(const plan::Plan& plan, const RunRequest& re
   SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
                          Boot(c, ready, seccomp, filter.has_value(), s, io, &result));
   if (!launched) return RefusedByEvidence(std::move(result), s);
+  if (*launched == gvisor::LaunchOutcome::kStarted) ProbedByBoot(ready);
   return Finish(c, *launched, io, s, std::move(result));
 }
 
@@ -312,7 +323,10 @@ Status GvisorDriver::BootAhead(const plan::Plan& plan, const PrepareRequest& pre
   SigpipeBlock sigpipe_block;
   SAFEX_ASSIGN_OR_RETURN(std::optional<gvisor::LaunchOutcome> launched,
                          Boot(c, ready, seccomp, *filtered, s, io, boot));
-  if (launched == gvisor::LaunchOutcome::kReady) return Status::Ok();
+  if (launched == gvisor::LaunchOutcome::kReady) {
+    ProbedByBoot(ready);
+    return Status::Ok();
+  }
   // The same evidence a cold run would have been refused on; nothing of any request existed.
   const std::string why =
       boot->enforcement.Differs() ? boot->enforcement.Differences() : "its launcher did not report";

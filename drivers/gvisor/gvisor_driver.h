@@ -138,6 +138,10 @@ class GvisorDriver : public Driver {
     std::chrono::steady_clock::time_point probed_at;
   };
   Result<Ready> EnsureReady();
+  // A boot from `ready` got as far as its launcher's report: it made a cgroup with every limit
+  // and its directory in the state root, and runsc ran. That is all a full probe checks, so the
+  // probe counts as passed now (Probe within kProbeFresh of it stays a quick check).
+  void ProbedByBoot(const Ready& ready);
   Status CleanRunDir(const Ready& ready, const std::string& name, const std::string& dir);
   RunResult RefusedByEvidence(RunResult result, gvisor::RunState& s) const;
   // What the plan asks of this backend that it may not offer (the platform, env bytes).

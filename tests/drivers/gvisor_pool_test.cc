@@ -3,7 +3,7 @@
 // is to the program (same filter, user, filesystem, stdin) and to its limits (the wall clock and
 // the CPU count start at the hand-over), and each sandbox serves one run.
 #include <gmock/gmock.h>
-
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "common/fs_tree.h"
-
+#include "common/unique_fd.h"
 #include "plan/plan_json.h"
 #include "tests/drivers/gvisor_test_fixture.h"
 
@@ -50,6 +50,48 @@ class GvisorPoolTest : public GvisorTest {
   void ExpectFrozenUntilItsRun(const plan::Plan& p);
 };
 
+// The names of what was made in `dir` since `watch` (an IN_CREATE watch on it) last said.
+std::vector<std::string> Created(int watch) {
+  std::vector<std::string> names;
+  alignas(inotify_event) char buf[4096];
+  for (ssize_t n; (n = read(watch, buf, sizeof buf)) > 0;) {
+    for (char* p = buf; p < buf + n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(p);
+      if (ev->len > 0) names.emplace_back(ev->name);
+      p += sizeof(inotify_event) + ev->len;
+    }
+  }
+  return names;
+}
+
+bool AnyProbeDir(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    if (n.rfind("probe-", 0) == 0) return true;
+  }
+  return false;
+}
+
+// A boot that reached its launcher's report did all a full probe does (a cgroup with every
+// limit, a directory in the state root, runsc), so it renews the probe: a Probe right after it,
+// more than 2 s (kProbeFresh) after the last full probe, is a quick check and makes no probe
+// directory in the state root. Without a boot, a Probe that late does make one.
+TEST_F(GvisorPoolTest, ABootRenewsTheProbeSoARunRightAfterItPaysNoFullProbe) {
+  plan::Plan p = BasePlan();
+  const auto stale = std::chrono::milliseconds(2200);
+  std::this_thread::sleep_for(stale);  // SetUp's full probe is too old to stand
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ASSERT_TRUE(watch.valid());
+  ASSERT_GE(inotify_add_watch(watch.get(), GvisorOptions().state_root.c_str(), IN_CREATE), 0);
+  ASSERT_TRUE(driver_->Probe().ok());
+  EXPECT_FALSE(AnyProbeDir(Created(watch.get()))) << "a full probe right after a boot";
+  std::this_thread::sleep_for(stale);
+  ASSERT_TRUE(driver_->Probe().ok());
+  EXPECT_TRUE(AnyProbeDir(Created(watch.get()))) << "no full probe once the boot's was too old";
+  MustRunPooled(std::move(sb), p, {"/bin/true"});
+}
+
 TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
   plan::Plan p = BasePlan();
   auto sb = MustPrepare(p);
@@ -57,8 +99,8 @@ TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
   EXPECT_EQ(sb->plan_digest(), plan::PlanDigest(p));
   EXPECT_FALSE(sb->enforcement().Differs()) << sb->enforcement().Differences();
   EXPECT_TRUE(sb->Healthy());
-  RunResult r = MustRunPooled(std::move(sb), p,
-                              {"/bin/sh", "-c", "id -u; cat; echo $$; exit 3"}, "from stdin\n");
+  RunResult r = MustRunPooled(std::move(sb), p, {"/bin/sh", "-c", "id -u; cat; echo $$; exit 3"},
+                              "from stdin\n");
   EXPECT_EQ(r.exit_code, 3);
   // The program is the container's first process (pid 1), exec'd in the waiter's place.
   EXPECT_EQ(r.stdout_stream.data, std::to_string(p.process.uid) + "\nfrom stdin\n1\n");
@@ -67,8 +109,8 @@ TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
 
 TEST_F(GvisorPoolTest, WithoutStdinTheProgramReadsDevNullAsInAColdRun) {
   plan::Plan p = BasePlan();
-  const std::vector<std::string> argv = {
-      "/bin/sh", "-c", "test -c /proc/self/fd/0 && echo char; cat; echo end"};
+  const std::vector<std::string> argv = {"/bin/sh", "-c",
+                                         "test -c /proc/self/fd/0 && echo char; cat; echo end"};
   RunResult cold = MustRun(p, argv);
   RunResult pooled = MustRunPooled(MustPrepare(p), p, argv);
   EXPECT_EQ(cold.stdout_stream.data, "char\nend\n");
@@ -85,8 +127,9 @@ TEST_F(GvisorPoolTest, AFileWrittenByOnePooledRunIsAbsentInTheNext) {
   RunResult w = MustRunPooled(std::move(first), p,
                               {"/bin/sh", "-c", "echo secret > /tmp/marker && cat /tmp/marker"});
   EXPECT_EQ(w.stdout_stream.data, "secret\n");
-  RunResult r = MustRunPooled(std::move(second), p,
-                              {"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
+  RunResult r =
+      MustRunPooled(std::move(second), p,
+                    {"/bin/sh", "-c", "test -e /tmp/marker && echo present || echo absent"});
   EXPECT_EQ(r.stdout_stream.data, "absent\n");
 }
 
@@ -103,10 +146,10 @@ TEST_F(GvisorPoolTest, TheInputSnapshotIsMovedIntoTheWaitingSandbox) {
   std::ofstream(snapshot + "/given.txt") << "input data";
   ASSERT_EQ(chmod((snapshot + "/given.txt").c_str(), 0444), 0);
   ASSERT_EQ(chmod(snapshot.c_str(), 0555), 0);
-  const std::vector<std::string> argv = {
-      "/bin/sh", "-c",
-      "cat /data/in/given.txt; echo; ls -ln /data/in | grep -v ^total | cut -c1-10; stat -c %a /data/in; "
-      "echo x > /data/in/new || echo refused"};
+  const std::vector<std::string> argv = {"/bin/sh", "-c",
+                                         "cat /data/in/given.txt; echo; ls -ln /data/in | grep -v "
+                                         "^total | cut -c1-10; stat -c %a /data/in; "
+                                         "echo x > /data/in/new || echo refused"};
   auto sb = MustPrepare(p);
   ASSERT_NE(sb, nullptr);
   RunRequest req;
@@ -116,8 +159,7 @@ TEST_F(GvisorPoolTest, TheInputSnapshotIsMovedIntoTheWaitingSandbox) {
   auto pooled = driver_->RunPrepared(std::move(sb), p, req);
   ASSERT_TRUE(pooled.ok()) << pooled.status().ToString();
   EXPECT_EQ(pooled->teardown_error, "");
-  EXPECT_EQ(pooled->stdout_stream.data,
-            "input data\n-r--r--r--\ndr-xr-xr-x\n555\nrefused\n");
+  EXPECT_EQ(pooled->stdout_stream.data, "input data\n-r--r--r--\ndr-xr-xr-x\n555\nrefused\n");
   chmod(snapshot.c_str(), 0755);
   EXPECT_TRUE(ListDirectoryOrEmpty(snapshot).empty()) << "the entries were moved, not copied";
   // The same listing in a cold run of the same snapshot.
