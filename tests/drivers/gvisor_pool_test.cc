@@ -50,7 +50,8 @@ class GvisorPoolTest : public GvisorTest {
   void ExpectFrozenUntilItsRun(const plan::Plan& p);
 };
 
-// The names of what was made in `dir` since `watch` (an IN_CREATE watch on it) last said.
+// The names of what was made in the watched directory since `watch` (an inotify instance with
+// an IN_CREATE watch on it) was last read.
 std::vector<std::string> Created(int watch) {
   std::vector<std::string> names;
   alignas(inotify_event) char buf[4096];
