@@ -72,7 +72,7 @@ class SandboxPool : public supervisor::SandboxSource {
   // A boot begins no sooner than this after the last run began (the last Take). A boot's first
   // tens of milliseconds on the host (runsc's own start, its gofer, the namespaces, cgroups and
   // mounts) slow a program starting beside it, even at the boot's low CPU share: a pooled
-  // `/bin/echo`'s first byte came 5-7 ms later with refills starting at once (docs/benchmarks.md,
+  // `/bin/echo`'s first byte came 2-7 ms later with refills starting at once (docs/benchmarks.md,
   // "Refills keep off a run's start"). Only a pool that still has a sandbox ready for the next
   // run holds a boot back: the boot for an empty pool, or one a run waits for, begins at once
   // (under a stream of runs the pool drains and its boots are not slowed). Each boot is held
