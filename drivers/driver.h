@@ -237,6 +237,11 @@ class Driver {
   // Checks that the backend can run on this host right now (binary present and working, cgroups
   // writable, ...). A non-ok status means every run on this backend is refused with its message.
   virtual Status Probe() = 0;
+  // The same for a run in a sandbox this backend already made and has checked (a pooled sandbox
+  // from Prepare, a session's): only what such a run still depends on now. It makes nothing of
+  // what Probe checks (cgroups, state, the runtime's start), so it need not pay Probe's test of
+  // them. Falls back to Probe when no probe has passed since the last failure. Default: Probe.
+  virtual Status ProbeForMadeSandbox() { return Probe(); }
 
   // Refuses, before anything exists, a request this backend cannot carry faithfully (e.g. argv
   // bytes its runtime's configuration format cannot hold). The supervisor calls it before the

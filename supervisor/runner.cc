@@ -190,7 +190,7 @@ class RunAttempt {
   //    check of the request (bytes its runtime cannot carry), before anything exists.
   Status ChooseBackend() {
     SAFEX_ASSIGN_OR_RETURN(driver_, options_.backends->Get(plan_.backend));
-    SAFEX_RETURN_IF_ERROR(driver_->Probe().With("backend unavailable"));
+    SAFEX_RETURN_IF_ERROR(ProbeBackend().With("backend unavailable"));
     request_.run_id = report_.run_id;
     request_.plan_digest = report_.plan_digest;  // of plan_, the plan the driver gets
     request_.argv = spec_.argv;
@@ -203,6 +203,19 @@ class RunAttempt {
       request_.choices.wall_time_ns = spec_.wall_time_ns;
     }
     return driver_->CheckRequest(plan_, request_);
+  }
+
+  // A session's command, or a run a pooled sandbox is ready for, runs in a sandbox the backend
+  // made and checked already: only what that still depends on is probed (RunInSandbox probes
+  // fully if the pooled one is gone by then).
+  Status ProbeBackend() {
+    probed_for_made_ = spec_.session != nullptr || PooledSandboxReady();
+    return probed_for_made_ ? driver_->ProbeForMadeSandbox() : driver_->Probe();
+  }
+  bool PooledSandboxReady() const {
+    return options_.sandboxes != nullptr && !derived_ &&
+           options_.sandboxes->HasReady(plan_.policy_name, report_.plan_digest,
+                                        !spec_.input_dir.empty());
   }
 
   // 3. Not cancelled; the state root ours alone; the owner record, before anything a crash could
@@ -386,7 +399,10 @@ class RunAttempt {
       sandbox = options_.sandboxes->Take(plan_.policy_name, report_.plan_digest,
                                          !request_.input_dir.empty());
     }
-    if (!sandbox) return RunDriver(*driver_, [&] { return driver_->Run(plan_, request_); });
+    if (!sandbox) {
+      if (probed_for_made_) SAFEX_RETURN_IF_ERROR(driver_->Probe().With("backend unavailable"));
+      return RunDriver(*driver_, [&] { return driver_->Run(plan_, request_); });
+    }
     const int64_t handed_ns = NowNs();
     RunReport::Pooled pooled{sandbox->id(), sandbox->created_ns(),
                              handed_ns - sandbox->created_ns()};
@@ -505,6 +521,7 @@ class RunAttempt {
   UniqueFd output_dir_;
   std::optional<output::ValidatorSet> validators_;
   drivers::Driver* driver_ = nullptr;
+  bool probed_for_made_ = false;  // ProbeBackend asked only what a made sandbox depends on
   drivers::RunRequest request_;
   RunRecord record_;
   std::optional<StagedInput> staged_input_;

@@ -43,6 +43,12 @@ class SandboxSource {
   virtual std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                          const std::string& plan_digest,
                                                          bool with_input) = 0;
+  // Whether a Take with the same arguments would find one ready now (not counting one still
+  // booting). The run then probes its backend only for what a made sandbox depends on
+  // (Driver::ProbeForMadeSandbox); if its Take finds none after all (another run took it first),
+  // it probes fully before it makes its own.
+  virtual bool HasReady(const std::string& policy_name, const std::string& plan_digest,
+                        bool with_input) const = 0;
 };
 
 struct RunnerOptions {

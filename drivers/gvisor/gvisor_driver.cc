@@ -85,10 +85,19 @@ std::optional<cgroup::Version> GvisorDriver::cgroup_version() const {
 // (about 3 ms of cgroup and directory churn before its start event).
 constexpr auto kProbeFresh = std::chrono::seconds(2);
 
-Status GvisorDriver::Probe() {
+Status GvisorDriver::Probe() { return ProbeUnlessStanding(kProbeFresh); }
+
+// A run in a pooled sandbox or a session makes no cgroup and no state directory, and its runsc
+// is already running: the answer of the last full probe stands for it whatever its age, while
+// runsc is the same file and the launcher is there (a sandbox of a replaced runsc is the pool's
+// to retire). After an idle pause, so, a run taking a pooled sandbox (an agent's loop with a
+// model's think time between runs) does not pay the full probe's cgroup and directory churn.
+Status GvisorDriver::ProbeForMadeSandbox() { return ProbeUnlessStanding(Clock::duration::max()); }
+
+Status GvisorDriver::ProbeUnlessStanding(Clock::duration stands_for) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (ready_ && Clock::now() - ready_->probed_at < kProbeFresh &&
+    if (ready_ && Clock::now() - ready_->probed_at < stands_for &&
         PathIdentity(options_.runsc_path, true) == ready_->runsc_identity &&
         access(options_.runsc_path.c_str(), X_OK) == 0 &&
         gvisor::FindLauncherDir(options_.launcher_dir).ok()) {

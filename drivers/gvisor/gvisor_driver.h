@@ -84,6 +84,9 @@ class GvisorDriver : public Driver {
   // runsc present and executable, version >= min_runsc_date, cgroups (v1 or v2) with memory,
   // pids, cpu writable under cgroup_parent, state_root creatable. Unavailable otherwise.
   Status Probe() override;
+  // The quick check alone (runsc the same file, the launcher there) while a full probe has
+  // passed since the last failure; a full probe otherwise.
+  Status ProbeForMadeSandbox() override;
 
   // Besides the common checks: every argv string and environment value must be UTF-8. The
   // program reaches runsc through the OCI config.json, a JSON file, and runsc's decoder replaces
@@ -138,6 +141,8 @@ class GvisorDriver : public Driver {
     std::chrono::steady_clock::time_point probed_at;
   };
   Result<Ready> EnsureReady();
+  // The quick check when the last full probe passed less than `stands_for` ago; else a full one.
+  Status ProbeUnlessStanding(std::chrono::steady_clock::duration stands_for);
   // A boot from `ready` got as far as its launcher's report: it made a cgroup with every limit
   // and its directory in the state root, and runsc ran. That is all a full probe checks, so the
   // probe counts as passed now (Probe within kProbeFresh of it stays a quick check).

@@ -120,6 +120,9 @@ class MicrovmDriver : public Driver {
   // host's TSC frequency measured; KVM probed unless kvm = never (with the deadline; cached for
   // the host's boot). Unavailable with the reason otherwise, including kvm = require without KVM.
   Status Probe() override;
+  // A pooled VM's run: QEMU's binary still there, while a full probe has passed since the last
+  // failure (no TSC measurement, no QEMU start); a full probe otherwise.
+  Status ProbeForMadeSandbox() override;
 
   // Besides the common checks: without usable KVM (once probed), a plan for untrusted code is
   // refused unless tcg_for_untrusted (TcgAdmits).
@@ -163,6 +166,7 @@ class MicrovmDriver : public Driver {
  private:
   struct Ready;
   Result<std::shared_ptr<const Ready>> EnsureReady();
+  Status ProbeFully();  // Probe's checks; sets ready_ when they pass
   Status TcgAdmits(const plan::Plan& plan, bool tcg, const std::string& kvm_detail) const;
   // Run's refusals before anything exists (CheckRun, TcgAdmits); the accelerator otherwise.
   Result<microvm::Accel> Admit(const plan::Plan& plan, const RunRequest& req,

@@ -39,6 +39,9 @@ class ContainerRun::OneSandbox : public SandboxSource {
     if (sb_ == nullptr || with_input || sb_->plan_digest() != digest) return nullptr;
     return std::move(sb_);
   }
+  bool HasReady(const std::string&, const std::string& digest, bool with_input) const override {
+    return sb_ != nullptr && !with_input && sb_->plan_digest() == digest;
+  }
   void Put(std::unique_ptr<drivers::PreparedSandbox> sb) { sb_ = std::move(sb); }
   drivers::PreparedSandbox* waiting() const { return sb_.get(); }
   std::unique_ptr<drivers::PreparedSandbox> Release() { return std::move(sb_); }

@@ -23,6 +23,15 @@ constexpr auto kTakeWait = std::chrono::milliseconds(2000);
 constexpr int64_t kFirstBackoffNs = 1'000'000'000;
 constexpr int64_t kMaxBackoffNs = 60'000'000'000;
 
+// The first of a pool's ready sandboxes made from `digest` (and taking input if `with_input`);
+// one of another plan is the tending thread's to evict. For Take and HasReady alike.
+template <typename ReadySandboxes>
+auto FindReady(ReadySandboxes& ready, const std::string& digest, bool with_input) {
+  return std::find_if(ready.begin(), ready.end(), [&](const auto& sb) {
+    return sb->plan_digest() == digest && (!with_input || sb->TakesInput());
+  });
+}
+
 }  // namespace
 
 std::string RenderPoolMetrics(const PoolStats& s) {
@@ -177,14 +186,20 @@ uint32_t SandboxPool::SandboxesComing(const Pool& pool) const {
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::PopReady(Pool& pool,
                                                                 const std::string& digest,
                                                                 bool with_input) {
-  for (auto sb = pool.ready.begin(); sb != pool.ready.end(); ++sb) {
-    if ((*sb)->plan_digest() != digest) continue;  // another plan: the tending thread evicts it
-    if (with_input && !(*sb)->TakesInput()) continue;
-    std::unique_ptr<drivers::PreparedSandbox> found = std::move(*sb);
-    pool.ready.erase(sb);
-    return found;
-  }
-  return nullptr;
+  auto sb = FindReady(pool.ready, digest, with_input);
+  if (sb == pool.ready.end()) return nullptr;
+  std::unique_ptr<drivers::PreparedSandbox> found = std::move(*sb);
+  pool.ready.erase(sb);
+  return found;
+}
+
+bool SandboxPool::HasReady(const std::string& policy_name, const std::string& plan_digest,
+                           bool with_input) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pools_.find(policy_name);
+  if (it == pools_.end()) return false;
+  const Pool& pool = it->second;
+  return FindReady(pool.ready, plan_digest, with_input) != pool.ready.end();
 }
 
 PoolStats SandboxPool::stats() const {

@@ -97,6 +97,8 @@ class SandboxPool : public supervisor::SandboxSource {
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest,
                                                  bool with_input) override;
+  bool HasReady(const std::string& policy_name, const std::string& plan_digest,
+                bool with_input) const override;
 
   PoolStats stats() const;
 

@@ -93,6 +93,28 @@ TEST_F(GvisorPoolTest, ABootRenewsTheProbeSoARunRightAfterItPaysNoFullProbe) {
   MustRunPooled(std::move(sb), p, {"/bin/true"});
 }
 
+// A run in a sandbox already made (pooled, or a session's) makes no cgroup and no state
+// directory: for it the last full probe's answer stands however old it is (an agent's loop
+// pauses for seconds between runs), while runsc is the same file. A Probe that late for a run
+// that makes its own sandbox does probe fully, and so does a driver no probe has passed in yet.
+TEST_F(GvisorPoolTest, ARunInAMadeSandboxPaysNoFullProbeHoweverOldTheLastOne) {
+  plan::Plan p = BasePlan();
+  auto sb = MustPrepare(p);
+  ASSERT_NE(sb, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // the boot's renewal is stale
+  UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ASSERT_TRUE(watch.valid());
+  ASSERT_GE(inotify_add_watch(watch.get(), GvisorOptions().state_root.c_str(), IN_CREATE), 0);
+  ASSERT_TRUE(driver_->ProbeForMadeSandbox().ok());
+  EXPECT_FALSE(AnyProbeDir(Created(watch.get()))) << "a full probe for a made sandbox's run";
+  ASSERT_TRUE(driver_->Probe().ok());
+  EXPECT_TRUE(AnyProbeDir(Created(watch.get()))) << "no full probe for a run of its own";
+  GvisorDriver unprobed;  // the fixture's options, nothing probed yet
+  ASSERT_TRUE(unprobed.ProbeForMadeSandbox().ok());
+  EXPECT_TRUE(AnyProbeDir(Created(watch.get()))) << "no full probe where none had passed";
+  MustRunPooled(std::move(sb), p, {"/bin/true"});
+}
+
 TEST_F(GvisorPoolTest, APooledRunIsTheProgramUnderThePlan) {
   plan::Plan p = BasePlan();
   auto sb = MustPrepare(p);

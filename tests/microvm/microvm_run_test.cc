@@ -22,6 +22,7 @@
 
 #include "common/fs_tree.h"
 #include "common/proc_stat.h"
+#include "common/small_file.h"
 #include "drivers/microvm/kvm_probe.h"
 #include "drivers/microvm/microvm_driver.h"
 #include "drivers/microvm/rootfs_image.h"
@@ -645,6 +646,37 @@ TEST_F(MicrovmRunTest, MissingKernelInitramfsOrQemuIsRefused) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
   }
+}
+
+// A pooled VM's run starts no QEMU and makes nothing the full probe checks, so once a full probe
+// has passed, ProbeForMadeSandbox asks QEMU nothing (no `qemu --version`, no TSC sampling); a
+// full Probe does every time, and after one that failed no earlier answer stands. (QEMU here is a
+// wrapper that counts its starts.)
+TEST_F(MicrovmRunTest, AMadeSandboxsProbeStartsNoQemuOnceAFullProbePassed) {
+  SAFEX_REQUIRE_MICROVM();
+  safex::testing::TempDir dir;
+  const std::string starts = dir.Join("starts");
+  const std::string qemu =
+      dir.Write("qemu", "#!/bin/sh\necho >> " + starts + "\nexec " + QemuPath() + " \"$@\"\n");
+  ASSERT_EQ(chmod(qemu.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // the VMM's user runs QEMU from here
+  auto started = [&] { return Lines(ReadSmallFile(starts).value_or("")).size(); };
+  drivers::MicrovmOptions o = TestOptions();
+  o.qemu_path = qemu;
+  MicrovmDriver d(o);
+  Status first = d.ProbeForMadeSandbox();  // no probe has passed yet: a full one
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ(started(), 1u);
+  ASSERT_TRUE(d.ProbeForMadeSandbox().ok());
+  EXPECT_EQ(started(), 1u) << "QEMU started for a made sandbox's probe";
+  ASSERT_TRUE(d.Probe().ok());
+  EXPECT_EQ(started(), 2u);
+  ASSERT_EQ(chmod(qemu.c_str(), 0644), 0);  // QEMU unusable: both refuse
+  EXPECT_EQ(d.ProbeForMadeSandbox().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(d.Probe().code(), Status::Code::kUnavailable);
+  ASSERT_EQ(chmod(qemu.c_str(), 0755), 0);
+  ASSERT_TRUE(d.ProbeForMadeSandbox().ok());  // the failure left no answer: a full probe again
+  EXPECT_EQ(started(), 3u);
 }
 
 TEST_F(MicrovmRunTest, KvmIsProbedWithADeadlineAndTheModeIsReported) {

@@ -35,7 +35,14 @@ using ::testing::HasSubstr;
 class FakeDriver : public drivers::Driver {
  public:
   const char* name() const override { return "fake"; }
-  Status Probe() override { return probe; }
+  Status Probe() override {
+    ++full_probes;
+    return probe;
+  }
+  Status ProbeForMadeSandbox() override {
+    ++made_probes;
+    return probe_for_made;
+  }
   Status CheckRequest(const plan::Plan& plan, const drivers::RunRequest& r) const override {
     SAFEX_RETURN_IF_ERROR(Driver::CheckRequest(plan, r));
     return check;
@@ -44,6 +51,11 @@ class FakeDriver : public drivers::Driver {
     ++runs;
     last_argv = r.argv;
     if (on_run) on_run(plan, r);
+    return result;
+  }
+  Result<drivers::RunResult> RunPrepared(std::unique_ptr<drivers::PreparedSandbox>,
+                                         const plan::Plan&, const drivers::RunRequest&) override {
+    ++pooled_runs;
     return result;
   }
   Status CleanupStale(int* cleaned) override {
@@ -56,11 +68,43 @@ class FakeDriver : public drivers::Driver {
   }
 
   Status probe = Status::Ok();
+  Status probe_for_made = Status::Ok();
   Status check = Status::Ok();
   Result<drivers::RunResult> result = drivers::RunResult{};
   std::function<void(const plan::Plan&, const drivers::RunRequest&)> on_run;
   int runs = 0;
+  int pooled_runs = 0;
+  int full_probes = 0;
+  int made_probes = 0;
   std::vector<std::string> last_argv;
+};
+
+class FakeSandbox : public drivers::PreparedSandbox {
+ public:
+  explicit FakeSandbox(std::string digest)
+      : PreparedSandbox("fake-sandbox", std::move(digest), "", drivers::RealtimeNs()) {}
+  bool Healthy() override { return true; }
+};
+
+// One pooled sandbox of `digest`. `gone_before_take`: HasReady says one is there, but another
+// run takes it first (Take finds none).
+class OneSandboxSource : public SandboxSource {
+ public:
+  explicit OneSandboxSource(std::string digest) : digest_(std::move(digest)) {}
+  std::unique_ptr<drivers::PreparedSandbox> Take(const std::string&, const std::string& digest,
+                                                 bool) override {
+    if (gone_before_take || taken || digest != digest_) return nullptr;
+    taken = true;
+    return std::make_unique<FakeSandbox>(digest_);
+  }
+  bool HasReady(const std::string&, const std::string& digest, bool) const override {
+    return !taken && digest == digest_;
+  }
+  bool gone_before_take = false;
+  bool taken = false;
+
+ private:
+  std::string digest_;
 };
 
 drivers::RunResult Exited(int code, std::string out = "") {
@@ -101,10 +145,12 @@ class RunnerTest : public ::testing::Test {
     log_ = std::move(log).value();
   }
 
-  RunReport Execute(std::vector<std::string> argv, std::string output_dir = "") {
+  RunReport Execute(std::vector<std::string> argv, std::string output_dir = "",
+                    SandboxSource* sandboxes = nullptr) {
     RunnerOptions o;
     o.state_root = state_.path();
     o.backends = backends_.get();
+    o.sandboxes = sandboxes;
     Runner runner(o);
     RunSpec spec;
     spec.argv = std::move(argv);
@@ -184,6 +230,58 @@ TEST_F(RunnerTest, EveryRefusalIsOneRecordedRefusalAndNothingRuns) {
   EXPECT_THAT(other.reason, HasSubstr("backend microvm is not available"));
   EXPECT_THAT(Events(other.run_id), ElementsAre("refusal"));
   EXPECT_EQ(fake_->runs, 0);
+}
+
+// A run a pooled sandbox is ready for makes nothing of what the backend's full probe checks
+// (cgroups, state, the runtime's start): it asks only what that sandbox still depends on. A run
+// that makes its own sandbox probes fully.
+TEST_F(RunnerTest, ARunThatAPooledSandboxIsReadyForProbesOnlyWhatThatSandboxNeeds) {
+  fake_->result = Exited(0, "hi\n");
+  OneSandboxSource pool(prepared_.digest);
+  RunReport pooled = Execute({"/bin/echo", "hi"}, "", &pool);
+  EXPECT_EQ(pooled.verdict, Verdict::kOk);
+  ASSERT_TRUE(pooled.pooled.has_value());
+  EXPECT_EQ(fake_->pooled_runs, 1);
+  EXPECT_EQ(fake_->made_probes, 1);
+  EXPECT_EQ(fake_->full_probes, 0);
+
+  RunReport cold = Execute({"/bin/echo", "hi"}, "", &pool);  // the pool is empty now
+  EXPECT_EQ(cold.verdict, Verdict::kOk);
+  EXPECT_FALSE(cold.pooled.has_value());
+  EXPECT_EQ(fake_->runs, 1);
+  EXPECT_EQ(fake_->made_probes, 1);
+  EXPECT_EQ(fake_->full_probes, 1);
+
+  // What the made sandbox depends on is gone: refused before anything is recorded as started.
+  OneSandboxSource another(prepared_.digest);
+  fake_->probe_for_made = Status::Unavailable("runtime replaced");
+  RunReport refused = Execute({"/bin/echo", "hi"}, "", &another);
+  EXPECT_EQ(refused.verdict, Verdict::kRefused);
+  EXPECT_THAT(refused.reason, HasSubstr("backend unavailable: runtime replaced"));
+  EXPECT_THAT(Events(refused.run_id), ElementsAre("refusal"));
+  EXPECT_EQ(fake_->pooled_runs, 1);
+}
+
+// The pooled sandbox the run was probed for was taken by another run first: the run makes its
+// own, so it probes fully before it does, and a failing probe stops it before anything runs.
+TEST_F(RunnerTest, ARunWhosePooledSandboxWasTakenFirstProbesFullyBeforeItMakesItsOwn) {
+  fake_->result = Exited(0, "hi\n");
+  OneSandboxSource raced(prepared_.digest);
+  raced.gone_before_take = true;
+  RunReport cold = Execute({"/bin/echo", "hi"}, "", &raced);
+  EXPECT_EQ(cold.verdict, Verdict::kOk);
+  EXPECT_FALSE(cold.pooled.has_value());
+  EXPECT_EQ(fake_->made_probes, 1);
+  EXPECT_EQ(fake_->full_probes, 1);
+  EXPECT_EQ(fake_->runs, 1);
+
+  fake_->probe = Status::Unavailable("cgroups not writable");
+  RunReport failed = Execute({"/bin/echo", "hi"}, "", &raced);
+  EXPECT_EQ(failed.verdict, Verdict::kSetupError);
+  EXPECT_THAT(failed.reason, HasSubstr("backend unavailable: cgroups not writable"));
+  EXPECT_THAT(Events(failed.run_id), ElementsAre("start", "end"));
+  EXPECT_EQ(fake_->full_probes, 2);
+  EXPECT_EQ(fake_->runs, 1);
 }
 
 TEST_F(RunnerTest, ALimitThatStoppedTheRunOutranksAValidatorsRejection) {
