@@ -23,12 +23,15 @@ constexpr auto kTakeWait = std::chrono::milliseconds(2000);
 constexpr int64_t kFirstBackoffNs = 1'000'000'000;
 constexpr int64_t kMaxBackoffNs = 60'000'000'000;
 
-// The first of a pool's ready sandboxes made from `digest` (and taking input if `with_input`);
-// one of another plan is the tending thread's to evict. For Take and HasReady alike.
+// The first of a pool's ready sandboxes made from `digest` in `generation` (and taking input if
+// `with_input`); one of another plan or generation is the tending thread's to evict. For Take and
+// HasReady alike.
 template <typename ReadySandboxes>
-auto FindReady(ReadySandboxes& ready, const std::string& digest, bool with_input) {
+auto FindReady(ReadySandboxes& ready, const std::string& digest, const std::string& generation,
+               bool with_input) {
   return std::find_if(ready.begin(), ready.end(), [&](const auto& sb) {
-    return sb->plan_digest() == digest && (!with_input || sb->TakesInput());
+    return sb->plan_digest() == digest && sb->generation() == generation &&
+           (!with_input || sb->TakesInput());
   });
 }
 
@@ -146,6 +149,7 @@ bool SandboxPool::RecordMade(const drivers::PreparedSandbox& sb,
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& policy_name,
                                                             const std::string& plan_digest,
                                                             bool with_input) {
+  const std::optional<std::string> generation = GenerationNow(policy_name);
   std::unique_ptr<drivers::PreparedSandbox> found;
   {
     std::unique_lock<std::mutex> l(mu_);
@@ -153,6 +157,9 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
     auto it = pools_.find(policy_name);
     if (it == pools_.end()) return nullptr;  // not a pooled policy: neither hit nor miss
     Pool& pool = it->second;
+    // The runtime or a bound path changed since the last tending pass: the sandboxes made before
+    // are not handed out (PopReady), and the tending thread, woken below, evicts them.
+    if (generation) pool.generation = *generation;
     // A backend whose pooled sandboxes cannot take input (microVM): neither hit nor miss.
     if (with_input && !pool.takes_input) return nullptr;
     const auto until = std::chrono::steady_clock::now() + kTakeWait;
@@ -186,7 +193,7 @@ uint32_t SandboxPool::SandboxesComing(const Pool& pool) const {
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::PopReady(Pool& pool,
                                                                 const std::string& digest,
                                                                 bool with_input) {
-  auto sb = FindReady(pool.ready, digest, with_input);
+  auto sb = FindReady(pool.ready, digest, pool.generation, with_input);
   if (sb == pool.ready.end()) return nullptr;
   std::unique_ptr<drivers::PreparedSandbox> found = std::move(*sb);
   pool.ready.erase(sb);
@@ -199,7 +206,21 @@ bool SandboxPool::HasReady(const std::string& policy_name, const std::string& pl
   auto it = pools_.find(policy_name);
   if (it == pools_.end()) return false;
   const Pool& pool = it->second;
-  return FindReady(pool.ready, plan_digest, with_input) != pool.ready.end();
+  return FindReady(pool.ready, plan_digest, pool.generation, with_input) != pool.ready.end();
+}
+
+// Not under mu_: a few stat calls (Driver::SandboxGeneration) on every run's way in.
+std::optional<std::string> SandboxPool::GenerationNow(const std::string& policy_name) {
+  std::shared_ptr<const supervisor::PreparedPlan> plan;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = plans_.find(policy_name);
+    if (it == plans_.end()) return std::nullopt;
+    plan = it->second;
+  }
+  auto driver = backends_->Get(plan->plan.backend);
+  if (!driver.ok()) return std::nullopt;
+  return (*driver)->SandboxGeneration(plan->plan);
 }
 
 PoolStats SandboxPool::stats() const {
@@ -270,13 +291,20 @@ void SandboxPool::Tend() {
     std::lock_guard<std::mutex> l(mu_);
     Pool& pool = pools_.at(name);
     const std::string digest = plan.ok() ? (*plan)->digest : "";
-    if (digest != pool.digest) {
-      ServeLog(plan.ok() ? fmt::format("pool {}: filled from plan {}", name, digest)
-                         : fmt::format("pool {}: not filled: {}", name, plan.status().message()));
+    // Said once per change, including a policy that has not compiled since the start (its
+    // digest stays "", as the pool's was).
+    const std::string unresolved = plan.ok() ? "" : plan.status().message();
+    if (digest != pool.digest || unresolved != pool.unresolved) {
+      if (plan.ok()) {
+        ServeLog(fmt::format("pool {}: filled from plan {}", name, digest));
+      } else {
+        ServeWarn(fmt::format("pool {}: not filled: {}", name, unresolved));
+      }
       pool.retry_after_ns = 0;
       pool.failures = 0;
     }
     pool.digest = digest;
+    pool.unresolved = unresolved;
     pool.generation = generation;
     if (plan.ok()) {
       pool.memory_bytes = memory;

@@ -32,13 +32,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "audit/records.h"
 #include "common/status.h"
 #include "compiler/host_config.h"
-#include "audit/records.h"
 #include "drivers/backends.h"
 #include "drivers/driver.h"
 #include "supervisor/runner.h"
@@ -53,11 +54,11 @@ using SandboxRecorder = std::function<Status(const audit::SandboxEvent&)>;
 
 struct PoolStats {
   std::map<std::string, uint64_t> ready_by_policy;  // waiting, per pooled policy
-  uint64_t ready = 0;      // waiting, across every pool
-  uint64_t booting = 0;    // being made now
-  uint64_t hits = 0;       // runs handed a pooled sandbox
-  uint64_t misses = 0;     // runs of a pooled policy that found none ready
-  uint64_t refills = 0;    // sandboxes made
+  uint64_t ready = 0;                               // waiting, across every pool
+  uint64_t booting = 0;                             // being made now
+  uint64_t hits = 0;                                // runs handed a pooled sandbox
+  uint64_t misses = 0;                              // runs of a pooled policy that found none ready
+  uint64_t refills = 0;                             // sandboxes made
   uint64_t evictions = 0;  // destroyed unused (max_idle, plan change, died, stop)
   uint64_t failures = 0;   // boots that failed
 };
@@ -88,12 +89,14 @@ class SandboxPool : public supervisor::SandboxSource {
   // sandbox.
   void Stop();
 
-  // A ready sandbox made from exactly that plan; those of another plan are skipped (the tending
-  // thread evicts them), never handed out. When none is ready but one of that plan is booting,
-  // waits for it (at most 2 s): it comes sooner than a boot of the run's own would. Only as many
-  // runs wait as sandboxes are coming; the others boot their own at once (under load, waiting in
-  // line for the pool's boots would cap the service at the pool's boot rate). A run
-  // `with_input` gets nothing from a pool whose sandboxes cannot take input (TakesInput).
+  // A ready sandbox made from exactly that plan, by the runtime and from the bound paths as they
+  // are now (Driver::SandboxGeneration, checked at the take, not only at the last tending pass);
+  // the others are skipped (the tending thread evicts them), never handed out. When none is ready
+  // but one of that plan is booting, waits for it (at most 2 s): it comes sooner than a boot of the
+  // run's own would. Only as many runs wait as sandboxes are coming; the others boot their own at
+  // once (under load, waiting in line for the pool's boots would cap the service at the pool's boot
+  // rate). A run `with_input` gets nothing from a pool whose sandboxes cannot take input
+  // (TakesInput).
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest,
                                                  bool with_input) override;
@@ -105,8 +108,9 @@ class SandboxPool : public supervisor::SandboxSource {
  private:
   struct Pool {
     compiler::PoolRule rule;
-    std::string digest;                       // the plan the pool is filled from ("" : none)
-    std::string generation;                   // Driver::SandboxGeneration of that plan, now
+    std::string digest;         // the plan the pool is filled from ("" : none)
+    std::string unresolved;     // why there is none ("" : there is one)
+    std::string generation;     // Driver::SandboxGeneration of that plan, now
     uint64_t memory_bytes = 0;  // what each sandbox may hold (Driver::SandboxMemoryBytes)
     std::deque<std::unique_ptr<drivers::PreparedSandbox>> ready;
     uint32_t booting = 0;
@@ -121,8 +125,11 @@ class SandboxPool : public supervisor::SandboxSource {
   // as soon as a boot thread looks (below its size, not backing off, within the budget).
   // REQUIRES mu_.
   uint32_t SandboxesComing(const Pool& pool) const;
-  // The first ready sandbox of `pool` made from `digest` (one that takes input if `with_input`),
-  // taken out. REQUIRES mu_.
+  // What Driver::SandboxGeneration says now of the plan the pool of `policy_name` is filled
+  // from; nullopt before it has one (or without its backend).
+  std::optional<std::string> GenerationNow(const std::string& policy_name);
+  // The first ready sandbox of `pool` made from `digest` in the pool's generation (one that takes
+  // input if `with_input`), taken out. REQUIRES mu_.
   std::unique_ptr<drivers::PreparedSandbox> PopReady(Pool& pool, const std::string& digest,
                                                      bool with_input);
   void TendLoop();
@@ -154,8 +161,8 @@ class SandboxPool : public supervisor::SandboxSource {
   const uint64_t memory_budget_;
   std::atomic<int> stopping_{0};
   mutable std::mutex mu_;
-  std::condition_variable wake_;      // the pool's threads: something to tend or to boot
-  std::condition_variable ready_cv_;  // Take: a boot ended
+  std::condition_variable wake_;       // the pool's threads: something to tend or to boot
+  std::condition_variable ready_cv_;   // Take: a boot ended
   std::map<std::string, Pool> pools_;  // by policy name; guarded by mu_
   std::map<std::string, std::shared_ptr<const supervisor::PreparedPlan>> plans_;  // guarded by mu_
   PoolStats stats_;                                                               // guarded

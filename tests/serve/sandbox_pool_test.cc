@@ -24,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 
 class CountedSandbox : public drivers::PreparedSandbox {
  public:
-  CountedSandbox(std::string id, std::string digest, bool takes_input)
-      : PreparedSandbox(std::move(id), std::move(digest), "", drivers::RealtimeNs()),
+  CountedSandbox(std::string id, std::string digest, std::string generation, bool takes_input)
+      : PreparedSandbox(std::move(id), std::move(digest), std::move(generation),
+                        drivers::RealtimeNs()),
         takes_input_(takes_input) {}
   bool Healthy() override { return true; }
   bool TakesInput() const override { return takes_input_; }
@@ -55,8 +56,16 @@ class SlowBootDriver : public drivers::Driver {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     ++boots;
-    return std::unique_ptr<drivers::PreparedSandbox>(
-        std::make_unique<CountedSandbox>(req.sandbox_id, plan::PlanDigest(plan), takes_input));
+    return std::unique_ptr<drivers::PreparedSandbox>(std::make_unique<CountedSandbox>(
+        req.sandbox_id, plan::PlanDigest(plan), SandboxGeneration(plan), takes_input));
+  }
+  std::string SandboxGeneration(const plan::Plan&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    return generation_;
+  }
+  void set_generation(std::string g) {  // as a runtime upgrade would change it
+    std::lock_guard<std::mutex> l(mu_);
+    generation_ = std::move(g);
   }
   Status CleanupStale(int* cleaned) override {
     *cleaned = 0;
@@ -82,6 +91,7 @@ class SlowBootDriver : public drivers::Driver {
   std::chrono::milliseconds boot_;
   std::mutex mu_;
   std::vector<Clock::time_point> starts_;
+  std::string generation_ = "g1";
 };
 
 class SandboxPoolTest : public ::testing::Test {
@@ -142,6 +152,21 @@ class SandboxPoolTest : public ::testing::Test {
   std::unique_ptr<SandboxPool> pool_;
   std::string digest_;
 };
+
+// A runtime upgrade (another Driver::SandboxGeneration) counts from the take on, not from the
+// next tending pass: a run right after it gets no sandbox made before it (a miss; it makes its
+// own), and the pool evicts those and refills with the new runtime.
+TEST_F(SandboxPoolTest, ASandboxOfAReplacedRuntimeIsNeverHandedOut) {
+  StartPool(std::chrono::milliseconds(20), 2);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 2; }));
+  driver_->set_generation("g2");
+  EXPECT_EQ(pool_->Take("pooled", digest_, false), nullptr);
+  EXPECT_EQ(pool_->stats().misses, 1u);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.evictions == 2 && s.ready == 2; }));
+  auto sb = pool_->Take("pooled", digest_, false);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sb->generation(), "g2");
+}
 
 // One sandbox is booting and none is ready: one run waits for it (it comes sooner than a boot of
 // its own), the others do not wait in line behind it and make their own at once.

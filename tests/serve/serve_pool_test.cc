@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,9 +16,11 @@
 #include <string>
 #include <thread>
 
+#include "drivers/driver.h"
 #include "tests/serve/serve_fixture.h"
 #include "tests/serve/serve_harness.h"
 #include "tests/support/leak_check.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_support.h"
 
 namespace safex {
@@ -170,6 +173,73 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
   ExpectNoLeaks();
 }
 
+// A pooled policy that does not compile is said in the log (the pool stays empty, its runs
+// are refused as any run of it is), and so is the pool's first plan once it is fixed.
+TEST_F(ServePoolTest, APooledPolicyThatDoesNotCompileIsSaidInTheLogUntilItIsFixed) {
+  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
+  std::string text;
+  {
+    std::ifstream in(policy);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(policy, std::ios::trunc) << "policy \"python-untrusted\" {\n  no such thing\n";
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = kPool}), "");
+  auto logged = [this](const std::string& what) {
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (Clock::now() < until) {
+      if (h_.log().find(what) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  EXPECT_TRUE(logged("pool python-untrusted: not filled: ")) << h_.log();
+  EXPECT_EQ(Metric(kReady), 0);
+  std::ofstream(policy, std::ios::trunc) << text;
+  EXPECT_TRUE(logged("pool python-untrusted: filled from plan ")) << h_.log();
+  EXPECT_TRUE(WaitMetric(kReady, 2)) << h_.log();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+}
+
+// A host path the plan binds changes while sandboxes wait (as a package upgrade would): the run
+// right after it gets no sandbox made before it (the generation is checked as the run takes one,
+// not only at the pool's next tending pass), and the waiting ones are evicted.
+TEST_F(ServePoolTest, AChangedBindSourceRetiresTheWaitingSandboxesAtTheNextRun) {
+  testing::TempDir ref;
+  ASSERT_EQ(chmod(ref.path().c_str(), 0755), 0);  // the sandbox's user reads it
+  ref.Write("version", "1\n");
+  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
+  {
+    std::ifstream in(policy);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t end = text.rfind('}');
+    ASSERT_NE(end, std::string::npos);
+    text.insert(end, "  @override(\"a test's reference data\") mount bind \"" + ref.path() +
+                         "\" at \"/opt/ref\"\n");
+    std::ofstream(policy, std::ios::trunc) << text;
+  }
+  std::filesystem::create_directories(h_.state_dir());
+  ASSERT_EQ(h_.Start({.extra = kPool}), "");
+  before_ = testing::LeakSnapshot::Take(LeakOptions());
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
+  json before = SubmitJson({"/bin/cat", "/opt/ref/version"});
+  EXPECT_EQ(before["stdout"]["text"], "1\n") << before.dump();
+  ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
+  const int64_t evicted = Metric("safex_pool_evictions_total");
+
+  const int64_t changed_ns = drivers::RealtimeNs();
+  ref.Write("version2", "2\n");  // a new entry: the bound directory's mtime changes
+  json after = SubmitJson({"/bin/cat", "/opt/ref/version2"});
+  EXPECT_EQ(after["verdict"], "ok") << after.dump();
+  EXPECT_EQ(after["stdout"]["text"], "2\n") << after.dump();
+  if (after.contains("sandbox")) {  // one made after the change (the pool may have refilled)
+    EXPECT_GT(after["sandbox"]["created_ns"].get<int64_t>(), changed_ns) << after.dump();
+  }
+  EXPECT_TRUE(WaitMetric("safex_pool_evictions_total", evicted + 2)) << h_.log();
+  EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
+  ExpectNoLeaks();
+}
+
 // A pool of a microVM policy: its guest waits booted at the agent's hello; a run without input
 // is handed it, a run with input files makes its own VM (its input is a disk attached at boot);
 // at the stop the waiting VM goes whole (QEMU, its cgroup, its directory).
@@ -183,7 +253,8 @@ TEST_F(ServePoolTest, AMicrovmPoolServesRunsWithoutInputAndLeavesInputRunsCold) 
   before_ = testing::LeakSnapshot::Take(LeakOptions());
   ASSERT_TRUE(WaitMetric(ready, 1)) << h_.log();
 
-  ProcessOutput r = h_.Submit("base-microvm", {"/bin/sh", "-c", "uname -r; echo pooled"}, {"--json"});
+  ProcessOutput r =
+      h_.Submit("base-microvm", {"/bin/sh", "-c", "uname -r; echo pooled"}, {"--json"});
   json pooled = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(pooled.is_discarded()) << r.out << r.err;
   EXPECT_EQ(pooled["verdict"], "ok") << pooled.dump();

@@ -116,6 +116,25 @@ drivers::RunResult Exited(int code, std::string out = "") {
   return r;
 }
 
+// A session whose commands all print "hi" and exit 0.
+class FakeSession : public drivers::SessionSandbox {
+ public:
+  explicit FakeSession(std::string digest)
+      : SessionSandbox("fake-session", std::move(digest), drivers::RealtimeNs()) {}
+  Result<drivers::RunResult> Exec(const drivers::RunRequest&) override {
+    ++execs;
+    return Exited(0, "hi\n");
+  }
+  Status WriteFile(const std::string&, std::string_view, uint32_t) override {
+    return Status::Unavailable("not used");
+  }
+  Result<std::string> ReadFile(const std::string&, uint64_t) override {
+    return Status::Unavailable("not used");
+  }
+  bool Alive() override { return true; }
+  int execs = 0;
+};
+
 class RunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -147,16 +166,32 @@ class RunnerTest : public ::testing::Test {
 
   RunReport Execute(std::vector<std::string> argv, std::string output_dir = "",
                     SandboxSource* sandboxes = nullptr) {
+    RunSpec spec;
+    spec.argv = std::move(argv);
+    spec.output_dir = std::move(output_dir);
+    return ExecuteSpec(std::move(spec), sandboxes);
+  }
+  RunReport ExecuteSpec(RunSpec spec, SandboxSource* sandboxes = nullptr) {
     RunnerOptions o;
     o.state_root = state_.path();
     o.backends = backends_.get();
     o.sandboxes = sandboxes;
     Runner runner(o);
-    RunSpec spec;
-    spec.argv = std::move(argv);
-    spec.output_dir = std::move(output_dir);
     spec.requester.uid = 4242;
     return runner.Execute(prepared_, std::move(spec), *log_);
+  }
+
+  // How often the backend was probed so far: for a made sandbox's run, and fully.
+  void ExpectProbes(int for_made_sandbox, int full) {
+    EXPECT_EQ(fake_->made_probes, for_made_sandbox);
+    EXPECT_EQ(fake_->full_probes, full);
+  }
+
+  // Refused before anything started: one refusal event, the reason says why.
+  void ExpectRefusal(const RunReport& r, const std::string& reason) {
+    EXPECT_EQ(r.verdict, Verdict::kRefused);
+    EXPECT_THAT(r.reason, HasSubstr(reason));
+    EXPECT_THAT(Events(r.run_id), ElementsAre("refusal"));
   }
 
   // The kinds of the events of `run_id`, in log order.
@@ -225,10 +260,7 @@ TEST_F(RunnerTest, EveryRefusalIsOneRecordedRefusalAndNothingRuns) {
   // A plan for a backend the registry does not have is refused the same way, never run elsewhere.
   prepared_.plan.backend = plan::Backend::kMicrovm;
   fake_->check = Status::Ok();
-  RunReport other = Execute({"/bin/true"});
-  EXPECT_EQ(other.verdict, Verdict::kRefused);
-  EXPECT_THAT(other.reason, HasSubstr("backend microvm is not available"));
-  EXPECT_THAT(Events(other.run_id), ElementsAre("refusal"));
+  ExpectRefusal(Execute({"/bin/true"}), "backend microvm is not available");
   EXPECT_EQ(fake_->runs, 0);
 }
 
@@ -242,24 +274,41 @@ TEST_F(RunnerTest, ARunThatAPooledSandboxIsReadyForProbesOnlyWhatThatSandboxNeed
   EXPECT_EQ(pooled.verdict, Verdict::kOk);
   ASSERT_TRUE(pooled.pooled.has_value());
   EXPECT_EQ(fake_->pooled_runs, 1);
-  EXPECT_EQ(fake_->made_probes, 1);
-  EXPECT_EQ(fake_->full_probes, 0);
+  ExpectProbes(1, 0);
 
   RunReport cold = Execute({"/bin/echo", "hi"}, "", &pool);  // the pool is empty now
   EXPECT_EQ(cold.verdict, Verdict::kOk);
   EXPECT_FALSE(cold.pooled.has_value());
   EXPECT_EQ(fake_->runs, 1);
-  EXPECT_EQ(fake_->made_probes, 1);
-  EXPECT_EQ(fake_->full_probes, 1);
+  ExpectProbes(1, 1);
 
   // What the made sandbox depends on is gone: refused before anything is recorded as started.
   OneSandboxSource another(prepared_.digest);
   fake_->probe_for_made = Status::Unavailable("runtime replaced");
-  RunReport refused = Execute({"/bin/echo", "hi"}, "", &another);
-  EXPECT_EQ(refused.verdict, Verdict::kRefused);
-  EXPECT_THAT(refused.reason, HasSubstr("backend unavailable: runtime replaced"));
-  EXPECT_THAT(Events(refused.run_id), ElementsAre("refusal"));
+  ExpectRefusal(Execute({"/bin/echo", "hi"}, "", &another),
+                "backend unavailable: runtime replaced");
   EXPECT_EQ(fake_->pooled_runs, 1);
+}
+
+// A session's command runs in the session's sandbox, made and checked when the session opened:
+// it too probes only what that sandbox still depends on.
+TEST_F(RunnerTest, ASessionsCommandProbesOnlyWhatItsSandboxNeeds) {
+  FakeSession session(prepared_.digest);
+  audit::SessionEvent opened;  // as the service records it when the session opens
+  opened.session_id = "sess-1";
+  opened.requester.uid = 4242;
+  opened.plan_digest = prepared_.digest;
+  ASSERT_TRUE(log_->RecordSession(opened).ok());
+  RunSpec spec;
+  spec.argv = {"/bin/echo", "hi"};
+  spec.session = &session;
+  spec.session_id = "sess-1";
+  spec.session_exec = 1;
+  RunReport r = ExecuteSpec(std::move(spec));
+  EXPECT_EQ(r.verdict, Verdict::kOk) << r.reason;
+  EXPECT_EQ(session.execs, 1);
+  ExpectProbes(1, 0);
+  EXPECT_EQ(fake_->runs, 0);
 }
 
 // The pooled sandbox the run was probed for was taken by another run first: the run makes its
@@ -271,8 +320,7 @@ TEST_F(RunnerTest, ARunWhosePooledSandboxWasTakenFirstProbesFullyBeforeItMakesIt
   RunReport cold = Execute({"/bin/echo", "hi"}, "", &raced);
   EXPECT_EQ(cold.verdict, Verdict::kOk);
   EXPECT_FALSE(cold.pooled.has_value());
-  EXPECT_EQ(fake_->made_probes, 1);
-  EXPECT_EQ(fake_->full_probes, 1);
+  ExpectProbes(1, 1);
   EXPECT_EQ(fake_->runs, 1);
 
   fake_->probe = Status::Unavailable("cgroups not writable");
