@@ -65,6 +65,20 @@ std::vector<std::string> Created(int watch) {
   return names;
 }
 
+// An inotify instance watching the state root for what is made in it (read with Created);
+// invalid if it could not be set up.
+UniqueFd WatchStateRoot() {
+  UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (watch.valid() &&
+      inotify_add_watch(watch.get(), GvisorOptions().state_root.c_str(), IN_CREATE) < 0) {
+    watch.Reset();
+  }
+  return watch;
+}
+
+// Longer than the 2 s (kProbeFresh) a full probe, or a boot's renewal of it, stands for Probe.
+constexpr auto kProbeStale = std::chrono::milliseconds(2200);
+
 bool AnyProbeDir(const std::vector<std::string>& names) {
   for (const std::string& n : names) {
     if (n.rfind("probe-", 0) == 0) return true;
@@ -78,16 +92,14 @@ bool AnyProbeDir(const std::vector<std::string>& names) {
 // directory in the state root. Without a boot, a Probe that late does make one.
 TEST_F(GvisorPoolTest, ABootRenewsTheProbeSoARunRightAfterItPaysNoFullProbe) {
   plan::Plan p = BasePlan();
-  const auto stale = std::chrono::milliseconds(2200);
-  std::this_thread::sleep_for(stale);  // SetUp's full probe is too old to stand
+  std::this_thread::sleep_for(kProbeStale);  // SetUp's full probe is too old to stand
   auto sb = MustPrepare(p);
   ASSERT_NE(sb, nullptr);
-  UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  UniqueFd watch = WatchStateRoot();
   ASSERT_TRUE(watch.valid());
-  ASSERT_GE(inotify_add_watch(watch.get(), GvisorOptions().state_root.c_str(), IN_CREATE), 0);
   ASSERT_TRUE(driver_->Probe().ok());
   EXPECT_FALSE(AnyProbeDir(Created(watch.get()))) << "a full probe right after a boot";
-  std::this_thread::sleep_for(stale);
+  std::this_thread::sleep_for(kProbeStale);
   ASSERT_TRUE(driver_->Probe().ok());
   EXPECT_TRUE(AnyProbeDir(Created(watch.get()))) << "no full probe once the boot's was too old";
   MustRunPooled(std::move(sb), p, {"/bin/true"});
@@ -101,10 +113,9 @@ TEST_F(GvisorPoolTest, ARunInAMadeSandboxPaysNoFullProbeHoweverOldTheLastOne) {
   plan::Plan p = BasePlan();
   auto sb = MustPrepare(p);
   ASSERT_NE(sb, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // the boot's renewal is stale
-  UniqueFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  std::this_thread::sleep_for(kProbeStale);  // the boot's renewal is too old for Probe
+  UniqueFd watch = WatchStateRoot();
   ASSERT_TRUE(watch.valid());
-  ASSERT_GE(inotify_add_watch(watch.get(), GvisorOptions().state_root.c_str(), IN_CREATE), 0);
   ASSERT_TRUE(driver_->ProbeForMadeSandbox().ok());
   EXPECT_FALSE(AnyProbeDir(Created(watch.get()))) << "a full probe for a made sandbox's run";
   ASSERT_TRUE(driver_->Probe().ok());

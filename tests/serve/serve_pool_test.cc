@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "common/small_file.h"
 #include "drivers/driver.h"
 #include "tests/serve/serve_fixture.h"
 #include "tests/serve/serve_harness.h"
@@ -52,6 +53,12 @@ class ServePoolTest : public testing::ServeFixture {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return false;
+  }
+  // The pooled policy's source in the service's policy directory, and a rewrite of it.
+  std::string PolicyPath() { return h_.policy_dir() + "/python-untrusted.policy"; }
+  std::string PolicyText() { return ReadSmallFile(PolicyPath()).value_or(""); }
+  void WritePolicy(const std::string& text) {
+    std::ofstream(PolicyPath(), std::ios::trunc) << text;
   }
   json SubmitJson(const std::vector<std::string>& argv) {
     ProcessOutput r = h_.Submit("python-untrusted", argv, {"--json"});
@@ -92,8 +99,7 @@ TEST_F(ServePoolTest, PooledRunsAreFreshAndEachSandboxServesOneRun) {
   EXPECT_EQ(third["stdout"]["text"], "1 2 3\nro\n") << third.dump();
   ASSERT_TRUE(third.contains("sandbox")) << third.dump();
   EXPECT_EQ(third["sandbox"]["pooled"], true);
-  std::ifstream given(in + "/numbers.txt");
-  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(given), {}), "1 2 3\n");
+  EXPECT_EQ(ReadSmallFile(in + "/numbers.txt").value_or(""), "1 2 3\n");
   EXPECT_GE(Metric("safex_pool_hits_total"), 3);
   EXPECT_GE(Metric("safex_pool_refills_total"), 4);
 
@@ -150,15 +156,11 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
   before_ = testing::LeakSnapshot::Take(LeakOptions());
   ASSERT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   json old_plan = SubmitJson({"/bin/true"});
-  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
-  {
-    std::ifstream in(policy);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t at = text.find("wall_time = 10s");
-    ASSERT_NE(at, std::string::npos);
-    text.replace(at, 15, "wall_time = 9s");
-    std::ofstream(policy, std::ios::trunc) << text;
-  }
+  std::string text = PolicyText();
+  const size_t at = text.find("wall_time = 10s");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 15, "wall_time = 9s");
+  WritePolicy(text);
   json changed = SubmitJson({"/bin/echo", "new"});
   EXPECT_EQ(changed["verdict"], "ok") << changed.dump();
   EXPECT_NE(changed["plan_digest"], old_plan["plan_digest"]);
@@ -176,13 +178,9 @@ TEST_F(ServePoolTest, AChangedPolicyRetiresTheSandboxesOfItsOldPlan) {
 // A pooled policy that does not compile is said in the log (the pool stays empty, its runs
 // are refused as any run of it is), and so is the pool's first plan once it is fixed.
 TEST_F(ServePoolTest, APooledPolicyThatDoesNotCompileIsSaidInTheLogUntilItIsFixed) {
-  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
-  std::string text;
-  {
-    std::ifstream in(policy);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  std::ofstream(policy, std::ios::trunc) << "policy \"python-untrusted\" {\n  no such thing\n";
+  const std::string text = PolicyText();
+  ASSERT_FALSE(text.empty());
+  WritePolicy("policy \"python-untrusted\" {\n  no such thing\n");
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = kPool}), "");
   auto logged = [this](const std::string& what) {
@@ -195,7 +193,7 @@ TEST_F(ServePoolTest, APooledPolicyThatDoesNotCompileIsSaidInTheLogUntilItIsFixe
   };
   EXPECT_TRUE(logged("pool python-untrusted: not filled: ")) << h_.log();
   EXPECT_EQ(Metric(kReady), 0);
-  std::ofstream(policy, std::ios::trunc) << text;
+  WritePolicy(text);
   EXPECT_TRUE(logged("pool python-untrusted: filled from plan ")) << h_.log();
   EXPECT_TRUE(WaitMetric(kReady, 2)) << h_.log();
   EXPECT_EQ(h_.Stop(SIGTERM), 0) << h_.log();
@@ -208,16 +206,12 @@ TEST_F(ServePoolTest, AChangedBindSourceRetiresTheWaitingSandboxesAtTheNextRun) 
   testing::TempDir ref;
   ASSERT_EQ(chmod(ref.path().c_str(), 0755), 0);  // the sandbox's user reads it
   ref.Write("version", "1\n");
-  const std::string policy = h_.policy_dir() + "/python-untrusted.policy";
-  {
-    std::ifstream in(policy);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t end = text.rfind('}');
-    ASSERT_NE(end, std::string::npos);
-    text.insert(end, "  @override(\"a test's reference data\") mount bind \"" + ref.path() +
-                         "\" at \"/opt/ref\"\n");
-    std::ofstream(policy, std::ios::trunc) << text;
-  }
+  std::string text = PolicyText();
+  const size_t end = text.rfind('}');
+  ASSERT_NE(end, std::string::npos);
+  text.insert(end, "  @override(\"a test's reference data\") mount bind \"" + ref.path() +
+                       "\" at \"/opt/ref\"\n");
+  WritePolicy(text);
   std::filesystem::create_directories(h_.state_dir());
   ASSERT_EQ(h_.Start({.extra = kPool}), "");
   before_ = testing::LeakSnapshot::Take(LeakOptions());
