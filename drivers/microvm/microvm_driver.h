@@ -166,7 +166,8 @@ class MicrovmDriver : public Driver {
  private:
   struct Ready;
   Result<std::shared_ptr<const Ready>> EnsureReady();
-  Status ProbeFully();  // Probe's checks; sets ready_ when they pass
+  Status ProbeFully();                 // Probe's checks; sets ready_ when they pass
+  void HostFacts(Ready* ready) const;  // its QEMU version and TSC rate, measured or kept
   Status TcgAdmits(const plan::Plan& plan, bool tcg, const std::string& kvm_detail) const;
   // Run's refusals before anything exists (CheckRun, TcgAdmits); the accelerator otherwise.
   Result<microvm::Accel> Admit(const plan::Plan& plan, const RunRequest& req,

@@ -17,21 +17,28 @@ using audit::NowNs;
 
 // How often the pools are tended when nothing wakes their threads (idle ages, dead sandboxes).
 constexpr auto kTendInterval = std::chrono::milliseconds(500);
-// How long a run waits for a sandbox of its plan that is booting when none is ready.
-constexpr auto kTakeWait = std::chrono::milliseconds(2000);
+// How long a run waits at least, and at most, for a sandbox of its plan that is booting when
+// none is ready (TakeWait).
+constexpr std::chrono::nanoseconds kTakeWait = std::chrono::milliseconds(2000);
+constexpr std::chrono::nanoseconds kMaxTakeWait = std::chrono::seconds(30);
 // After a failed boot a pool waits this long, doubled per failure in a row up to kMaxBackoff.
 constexpr int64_t kFirstBackoffNs = 1'000'000'000;
 constexpr int64_t kMaxBackoffNs = 60'000'000'000;
 
+// Whether a waiting sandbox was made from `digest` in `generation`: one of another plan or
+// generation is never handed out, and is the tending thread's to evict.
+bool IsCurrent(const drivers::PreparedSandbox& sb, const std::string& digest,
+               const std::string& generation) {
+  return sb.plan_digest() == digest && sb.generation() == generation;
+}
+
 // The first of a pool's ready sandboxes made from `digest` in `generation` (and taking input if
-// `with_input`); one of another plan or generation is the tending thread's to evict. For Take and
-// HasReady alike.
+// `with_input`). For Take and HasReady alike.
 template <typename ReadySandboxes>
 auto FindReady(ReadySandboxes& ready, const std::string& digest, const std::string& generation,
                bool with_input) {
   return std::find_if(ready.begin(), ready.end(), [&](const auto& sb) {
-    return sb->plan_digest() == digest && sb->generation() == generation &&
-           (!with_input || sb->TakesInput());
+    return IsCurrent(*sb, digest, generation) && (!with_input || sb->TakesInput());
   });
 }
 
@@ -162,10 +169,10 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
     if (generation) pool.generation = *generation;
     // A backend whose pooled sandboxes cannot take input (microVM): neither hit nor miss.
     if (with_input && !pool.takes_input) return nullptr;
-    const auto until = std::chrono::steady_clock::now() + kTakeWait;
+    const auto until = std::chrono::steady_clock::now() + TakeWait(pool);
     // None ready, but one of this plan is booting or about to (the pool is below its size): it
     // is ready sooner than a sandbox of the run's own would be (a whole boot), so the run waits
-    // for it, within kTakeWait, unless as many runs already wait as sandboxes are coming.
+    // for it, within TakeWait, unless as many runs already wait as sandboxes are coming.
     ++pool.waiting;
     while (!(found = PopReady(pool, plan_digest, with_input)) &&
            pool.waiting <= SandboxesComing(pool) && pool.digest == plan_digest &&
@@ -183,11 +190,28 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
   return found;
 }
 
+// A waiting sandbox of an old plan or generation does not count as the pool being full: the
+// tending thread, woken by Take, evicts it and a boot replaces it (after a runsc upgrade the
+// first run waits for that boot rather than make a second one beside it). Its memory still
+// counts until it is gone.
 uint32_t SandboxPool::SandboxesComing(const Pool& pool) const {
   if (pool.booting > 0) return pool.booting;
-  const bool refill = pool.ready.size() < pool.rule.size && NowNs() >= pool.retry_after_ns &&
+  const auto current = std::count_if(pool.ready.begin(), pool.ready.end(), [&](const auto& sb) {
+    return IsCurrent(*sb, pool.digest, pool.generation);
+  });
+  const bool refill = static_cast<uint32_t>(current) < pool.rule.size &&
+                      NowNs() >= pool.retry_after_ns &&
                       MemoryInUse() + pool.memory_bytes <= memory_budget_;
   return refill ? 1 : 0;
+}
+
+// The sandbox a run waits for may have begun booting just now, and a boot of the run's own would
+// take as long: so a run waits up to half as long again as the pool's last boot took (a microVM
+// under TCG boots in 2-5 s), and never less than kTakeWait. A fixed 2 s made a run beside a
+// refilling microVM pool give up and then boot its own: a whole boot later, both boots slower
+// for sharing the CPUs.
+std::chrono::nanoseconds SandboxPool::TakeWait(const Pool& pool) {
+  return std::clamp(pool.last_boot * 3 / 2, kTakeWait, kMaxTakeWait);
 }
 
 std::unique_ptr<drivers::PreparedSandbox> SandboxPool::PopReady(Pool& pool,
@@ -371,6 +395,7 @@ SandboxPool::Pool* SandboxPool::NextToFill() {
 }
 
 void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPlan> plan) {
+  const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<drivers::PreparedSandbox>> made =
       Status::Unavailable("no backend for the plan");
   if (auto driver = backends_->Get(plan->plan.backend); driver.ok()) {
@@ -408,6 +433,7 @@ void SandboxPool::Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPla
       return;
     }
     pool.failures = 0;
+    pool.last_boot = std::chrono::steady_clock::now() - t0;
     ++stats_.refills;
     if (stopping_.load() != 0 || (*made)->plan_digest() != pool.digest ||
         (*made)->generation() != pool.generation) {

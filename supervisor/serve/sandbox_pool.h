@@ -92,11 +92,11 @@ class SandboxPool : public supervisor::SandboxSource {
   // A ready sandbox made from exactly that plan, by the runtime and from the bound paths as they
   // are now (Driver::SandboxGeneration, checked at the take, not only at the last tending pass);
   // the others are skipped (the tending thread evicts them), never handed out. When none is ready
-  // but one of that plan is booting, waits for it (at most 2 s): it comes sooner than a boot of the
-  // run's own would. Only as many runs wait as sandboxes are coming; the others boot their own at
-  // once (under load, waiting in line for the pool's boots would cap the service at the pool's boot
-  // rate). A run `with_input` gets nothing from a pool whose sandboxes cannot take input
-  // (TakesInput).
+  // but one of that plan is booting, waits for it (up to half as long again as the pool's last
+  // boot took, at least 2 s): it comes sooner than a boot of the run's own would. Only as many runs
+  // wait as sandboxes are coming; the others boot their own at once (under load, waiting in line
+  // for the pool's boots would cap the service at the pool's boot rate). A run `with_input` gets
+  // nothing from a pool whose sandboxes cannot take input (TakesInput).
   std::unique_ptr<drivers::PreparedSandbox> Take(const std::string& policy_name,
                                                  const std::string& plan_digest,
                                                  bool with_input) override;
@@ -117,14 +117,17 @@ class SandboxPool : public supervisor::SandboxSource {
     uint32_t waiting = 0;     // runs in Take waiting for one of the sandboxes coming
     bool takes_input = true;  // what its last sandbox made said (PreparedSandbox::TakesInput)
     bool over_budget_logged = false;
-    uint32_t failures = 0;       // failed boots in a row
-    int64_t retry_after_ns = 0;  // no boot before this after a failure (backoff)
+    uint32_t failures = 0;                  // failed boots in a row
+    std::chrono::nanoseconds last_boot{0};  // how long the last sandbox made took (Prepare)
+    int64_t retry_after_ns = 0;             // no boot before this after a failure (backoff)
   };
 
   // How many sandboxes of `pool` are coming without a run making its own: those booting, or one
   // as soon as a boot thread looks (below its size, not backing off, within the budget).
   // REQUIRES mu_.
   uint32_t SandboxesComing(const Pool& pool) const;
+  // How long a run waits in Take for a sandbox of `pool` that is coming.
+  static std::chrono::nanoseconds TakeWait(const Pool& pool);
   // What Driver::SandboxGeneration says now of the plan the pool of `policy_name` is filled
   // from; nullopt before it has one (or without its backend).
   std::optional<std::string> GenerationNow(const std::string& policy_name);
