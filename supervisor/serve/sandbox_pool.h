@@ -123,8 +123,8 @@ class SandboxPool : public supervisor::SandboxSource {
   };
 
   // How many sandboxes of `pool` are coming without a run making its own: those booting, or one
-  // as soon as a boot thread looks (below its size, not backing off, within the budget).
-  // REQUIRES mu_.
+  // as soon as a boot thread looks (fewer waiting of the current plan and generation than its
+  // size, not backing off, within the budget). REQUIRES mu_.
   uint32_t SandboxesComing(const Pool& pool) const;
   // How long a run waits in Take for a sandbox of `pool` that is coming.
   static std::chrono::nanoseconds TakeWait(const Pool& pool);
