@@ -190,19 +190,21 @@ std::unique_ptr<drivers::PreparedSandbox> SandboxPool::Take(const std::string& p
   return found;
 }
 
-// A waiting sandbox of an old plan or generation does not count as the pool being full: the
-// tending thread, woken by Take, evicts it and a boot replaces it (after a runsc upgrade the
-// first run waits for that boot rather than make a second one beside it). Its memory still
-// counts until it is gone.
+// A waiting sandbox of an old plan or generation does not count as the pool being full: a boot
+// thread replaces it at once (NextToFill counts the same way) while the tending thread, woken by
+// Take, evicts it. After a runsc upgrade the first run waits for that boot rather than make a
+// second one beside it. Its memory still counts until it is gone.
 uint32_t SandboxPool::SandboxesComing(const Pool& pool) const {
   if (pool.booting > 0) return pool.booting;
-  const auto current = std::count_if(pool.ready.begin(), pool.ready.end(), [&](const auto& sb) {
-    return IsCurrent(*sb, pool.digest, pool.generation);
-  });
-  const bool refill = static_cast<uint32_t>(current) < pool.rule.size &&
-                      NowNs() >= pool.retry_after_ns &&
+  const bool refill = CurrentReady(pool) < pool.rule.size && NowNs() >= pool.retry_after_ns &&
                       MemoryInUse() + pool.memory_bytes <= memory_budget_;
   return refill ? 1 : 0;
+}
+
+size_t SandboxPool::CurrentReady(const Pool& pool) {
+  return static_cast<size_t>(
+      std::count_if(pool.ready.begin(), pool.ready.end(),
+                    [&](const auto& sb) { return IsCurrent(*sb, pool.digest, pool.generation); }));
 }
 
 // The sandbox a run waits for may have begun booting just now, and a boot of the run's own would
@@ -287,7 +289,7 @@ void SandboxPool::BootLoop() {
       // Off the start of the last run (kRunStartQuiet) while the pool still has one ready for the
       // next run; at once when it has none, or a run already waits for it.
       wake_.wait_until(l, last_run_start_ + kRunStartQuiet, [this, next] {
-        return stopping_.load() != 0 || next->waiting > 0 || next->ready.empty();
+        return stopping_.load() != 0 || next->waiting > 0 || CurrentReady(*next) == 0;
       });
       if (stopping_.load() != 0) {
         --next->booting;
@@ -378,8 +380,9 @@ SandboxPool::Pool* SandboxPool::NextToFill() {
   if (stopping_.load() != 0) return nullptr;
   const int64_t now = NowNs();
   Pool* best = nullptr;
+  size_t best_have = 0;
   for (auto& [name, pool] : pools_) {
-    const size_t have = pool.ready.size() + pool.booting;
+    const size_t have = CurrentReady(pool) + pool.booting;
     if (pool.digest.empty() || have >= pool.rule.size || now < pool.retry_after_ns) continue;
     if (MemoryInUse() + pool.memory_bytes > memory_budget_) {
       if (!pool.over_budget_logged) {
@@ -389,7 +392,10 @@ SandboxPool::Pool* SandboxPool::NextToFill() {
       }
       continue;
     }
-    if (best == nullptr || have < best->ready.size() + best->booting) best = &pool;
+    if (best == nullptr || have < best_have) {
+      best = &pool;
+      best_have = have;
+    }
   }
   return best;
 }

@@ -126,6 +126,9 @@ class SandboxPool : public supervisor::SandboxSource {
   // as soon as a boot thread looks (fewer waiting of the current plan and generation than its
   // size, not backing off, within the budget). REQUIRES mu_.
   uint32_t SandboxesComing(const Pool& pool) const;
+  // How many of `pool`'s waiting sandboxes are of its current plan and generation: only those
+  // fill it (SandboxesComing and NextToFill count alike). REQUIRES mu_.
+  static size_t CurrentReady(const Pool& pool);
   // How long a run waits in Take for a sandbox of `pool` that is coming.
   static std::chrono::nanoseconds TakeWait(const Pool& pool);
   // What Driver::SandboxGeneration says now of the plan the pool of `policy_name` is filled
@@ -154,6 +157,8 @@ class SandboxPool : public supervisor::SandboxSource {
   bool RecordMade(const drivers::PreparedSandbox& sb, const supervisor::PreparedPlan& plan,
                   const std::string& policy);
   // The pool that most needs a sandbox and may have one within the budget; nullptr: none.
+  // A stale waiting sandbox does not count as filling its pool (CurrentReady): its replacement
+  // boots before the tending pass evicts it. Its memory counts until it is gone.
   Pool* NextToFill();
   void Boot(Pool& pool, std::shared_ptr<const supervisor::PreparedPlan> plan);
   uint64_t MemoryInUse() const;  // REQUIRES mu_

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -94,6 +95,41 @@ class SlowBootDriver : public drivers::Driver {
   std::string generation_ = "g1";
 };
 
+// Holds the tending thread inside its pass (in the plan resolver) while closed, as a pass busy
+// with another pool's evictions or a slow policy compile would.
+class TendGate {
+ public:
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      closed_ = false;
+    }
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> l(mu_);
+    ++held_;
+    cv_.notify_all();
+    cv_.wait(l, [this] { return !closed_; });
+    --held_;
+  }
+  // True once the tending thread is held (within 5 s).
+  bool Holding() {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(5), [this] { return held_ > 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int held_ = 0;
+};
+
 class SandboxPoolTest : public ::testing::Test {
  protected:
   void StartPool(std::chrono::milliseconds boot, uint32_t size, bool takes_input = true,
@@ -116,7 +152,9 @@ class SandboxPoolTest : public ::testing::Test {
     rule.size = size;
     pool_ = std::make_unique<SandboxPool>(
         std::vector<compiler::PoolRule>{rule}, budget, backends_.get(),
-        [prepared](const std::string&) -> Result<std::shared_ptr<const supervisor::PreparedPlan>> {
+        [prepared,
+         this](const std::string&) -> Result<std::shared_ptr<const supervisor::PreparedPlan>> {
+          tend_gate_.Pass();
           return std::shared_ptr<const supervisor::PreparedPlan>(prepared);
         },
         [](const audit::SandboxEvent&) { return Status::Ok(); });
@@ -144,9 +182,11 @@ class SandboxPoolTest : public ::testing::Test {
     return starts.back() - taken;
   }
   void TearDown() override {
+    tend_gate_.Open();
     if (pool_) pool_->Stop();
   }
 
+  TendGate tend_gate_;
   SlowBootDriver* driver_ = nullptr;
   std::unique_ptr<drivers::Backends> backends_;
   std::unique_ptr<SandboxPool> pool_;
@@ -169,6 +209,26 @@ TEST_F(SandboxPoolTest, ASandboxOfAReplacedRuntimeIsNeverHandedOut) {
   sb = pool_->Take("pooled", digest_, false);
   ASSERT_NE(sb, nullptr);
   EXPECT_EQ(sb->generation(), "g2");
+}
+
+// After a runsc upgrade the replacement boots at once, not after the tending pass evicted the
+// stale sandboxes: with that pass held up (in the resolver, before it reads the generation), the
+// first run is still handed a sandbox of the new runtime, within a boot and a wake-up, where it
+// would otherwise wait its whole TakeWait (2 s) and miss.
+TEST_F(SandboxPoolTest, AStaleSandboxIsReplacedWithoutWaitingForItsEviction) {
+  StartPool(std::chrono::milliseconds(20), 2);
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.ready == 2; }));
+  tend_gate_.Close();
+  ASSERT_TRUE(tend_gate_.Holding());
+  driver_->set_generation("g2");
+  const auto t0 = Clock::now();
+  auto sb = pool_->Take("pooled", digest_, false);
+  const auto waited = Clock::now() - t0;
+  tend_gate_.Open();
+  ASSERT_NE(sb, nullptr) << "the run waited for the eviction of the stale sandboxes";
+  EXPECT_EQ(sb->generation(), "g2");
+  EXPECT_LT(waited, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(WaitFor([](const PoolStats& s) { return s.evictions == 2 && s.ready == 2; }));
 }
 
 // A backend whose boot takes longer than 2 s (a microVM under TCG: 2-5 s): a run that takes the
