@@ -1,8 +1,12 @@
 #include "common/sha256.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace safex {
 
@@ -51,6 +55,21 @@ Sha256Digest Sha256(std::string_view data) {
 }
 
 std::string Sha256Hex(std::string_view data) { return ToHex(Sha256(data)); }
+
+Result<std::string> Sha256HexOfFd(int fd) {
+  Sha256Hasher hasher;
+  std::vector<char> buf(1 << 20);
+  off_t at = 0;
+  for (;;) {
+    ssize_t n = pread(fd, buf.data(), buf.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::Internal(std::string("read: ") + strerror(errno));
+    if (n == 0) break;
+    hasher.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
+    at += n;
+  }
+  return hasher.FinishHex();
+}
 
 std::string ToHex(const uint8_t* data, size_t len) {
   static const char kDigits[] = "0123456789abcdef";

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace safex {
 
 using Sha256Digest = std::array<uint8_t, 32>;
@@ -32,5 +34,9 @@ class Sha256Hasher {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// SHA-256 of a file's whole content as lowercase hex, read from `fd` from offset 0 to its end
+// (pread: the descriptor's offset is left alone). An error when a read fails.
+Result<std::string> Sha256HexOfFd(int fd);
 
 }  // namespace safex

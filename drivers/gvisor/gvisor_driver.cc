@@ -53,6 +53,21 @@ bool MissingProgram(const plan::Plan& plan, const RunRequest& req, RunResult* re
   return true;
 }
 
+// What the runs record of the runtime (its version, its binary's SHA-256), asked of the binary
+// `st` describes: on a miss of the cache only (runsc_version_cache.h).
+Result<gvisor::RunscFacts> AskRunsc(const std::string& runsc, const struct stat& st) {
+  auto ver = RunTool({runsc, "--version"}, std::chrono::milliseconds(10000));
+  if (!ver.ok()) {
+    return Status::Unavailable("gvisor: cannot run " + runsc + ": " + ver.status().message());
+  }
+  if (ver->timed_out || !ver->status.exited || ver->status.code != 0) {
+    return Status::Unavailable("gvisor: `" + runsc +
+                               " --version` failed: " + LastLine(ver->output));
+  }
+  SAFEX_ASSIGN_OR_RETURN(std::string sha256, gvisor::HashRunsc(runsc, st));
+  return gvisor::RunscFacts{std::move(sha256), ver->output};
+}
+
 std::string BackendMode(const plan::Plan& plan) {
   return "gvisor/" + plan.gvisor.platform +
          (plan.network.egress.empty() ? "/network=none" : "/network=netns");
@@ -124,26 +139,19 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   if (!S_ISREG(st.st_mode) || access(runsc.c_str(), X_OK) != 0) {
     return Status::Unavailable("gvisor: " + runsc + " is not an executable file");
   }
-  // `runsc --version` is a Go process start per run; the answer is cached per binary identity.
+  // `runsc --version` is a Go process start per run, and the hash a read of the whole binary:
+  // both are cached per binary identity.
   const std::string version_cache = options_.state_root + "/runsc-version";
-  std::optional<std::string> version_output = gvisor::ReadRunscVersionCache(version_cache, st);
-  const bool version_fresh = !version_output.has_value();
-  if (version_fresh) {
-    auto ver = RunTool({runsc, "--version"}, std::chrono::milliseconds(10000));
-    if (!ver.ok()) {
-      return Status::Unavailable("gvisor: cannot run " + runsc + ": " + ver.status().message());
-    }
-    if (ver->timed_out || !ver->status.exited || ver->status.code != 0) {
-      return Status::Unavailable("gvisor: `" + runsc +
-                                 " --version` failed: " + LastLine(ver->output));
-    }
-    version_output = ver->output;
+  std::optional<gvisor::RunscFacts> facts = gvisor::ReadRunscVersionCache(version_cache, st);
+  const bool facts_fresh = !facts.has_value();
+  if (facts_fresh) {
+    SAFEX_ASSIGN_OR_RETURN(facts, AskRunsc(runsc, st));
   }
-  std::string version = gvisor::RunscVersionString(*version_output);
+  std::string version = gvisor::RunscVersionString(facts->version_output);
   std::optional<int> date = gvisor::RunscReleaseDate(version);
   if (!date) {
     return Status::Unavailable("gvisor: cannot tell the version of " + runsc + " from '" +
-                               LastLine(*version_output) + "'");
+                               LastLine(facts->version_output) + "'");
   }
   if (*date < options_.min_runsc_date) {
     return Status::Unavailable("gvisor: runsc " + version + " is too old (need a release " +
@@ -158,7 +166,7 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   if (!host.ok()) return Status::Unavailable("gvisor: " + host.status().message());
   Status usable = host->CheckUsable(options_.cgroup_parent);
   if (!usable.ok()) return Status::Unavailable("gvisor: " + usable.message());
-  Ready r{version, *date, *launcher, *host, PathIdentity(runsc, true), Clock::now()};
+  Ready r{version, facts->sha256, *date, *launcher, *host, PathIdentity(runsc, true), Clock::now()};
 
   auto probe_dir = PrivateDir::Create(options_.state_root,
                                       "probe-" + std::to_string(getpid()) + "-" +
@@ -170,7 +178,7 @@ Result<GvisorDriver::Ready> GvisorDriver::EnsureReady() {
   Status rm = probe_dir->Remove();
   if (!rm.ok()) return Status::Unavailable("gvisor: state root: " + rm.message());
   // Only a version that passed every check above is cached (the state root now exists).
-  if (version_fresh) gvisor::WriteRunscVersionCache(version_cache, st, *version_output);
+  if (facts_fresh) gvisor::WriteRunscVersionCache(version_cache, st, *facts);
 
   ready_ = r;
   return r;
@@ -243,7 +251,7 @@ Result<std::optional<gvisor::LaunchOutcome>> GvisorDriver::Boot(
   SAFEX_ASSIGN_OR_RETURN(std::string hosts, gvisor::CreateNetwork(c, s));
   // 4b. The evidence, before anything of the program exists: a host that does not enforce the
   //     plan refuses the run rather than run it under something else.
-  gvisor::ReadBackEnforcement(ready.runsc_version, s, &result->enforcement);
+  gvisor::ReadBackEnforcement(ready.runsc_version, ready.runsc_sha256, s, &result->enforcement);
   if (result->enforcement.Differs()) return std::optional<gvisor::LaunchOutcome>();
   // 5-6. The bundle, then runsc with the program's stdio.
   SAFEX_RETURN_IF_ERROR(gvisor::WriteBundle(c, hosts, seccomp, ready.launcher_dir, s));

@@ -134,6 +134,7 @@ class GvisorDriver : public Driver {
  private:
   struct Ready {
     std::string runsc_version;
+    std::string runsc_sha256;  // of the binary probed (runsc_version_cache.h)
     int runsc_date = 0;
     std::string launcher_dir;
     cgroup::CgroupHost cgroups;

@@ -132,8 +132,10 @@ Status CreateCgroup(const RunContext& c, const cgroup::CgroupHost& cgroups, RunS
   return cgroup::NarrowCpuset(s.cg, SentryCpuCount(lim.cpus), &s.cpuset_restore);
 }
 
-void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e) {
+void ReadBackEnforcement(const std::string& runsc_version, const std::string& runsc_sha256,
+                         RunState& s, Enforcement* e) {
   e->Observed("runtime", "runsc " + runsc_version, "runtime: runsc --version");
+  e->Observed("runtime.sha256", runsc_sha256, "SHA-256 of the runsc binary the run started");
   cgroup::CompareLimits(s.cg_limits, s.cg, e);
   if (s.net) {
     net::AddNetworkEvidence(s.net.get(), net::SandboxAddress::kInNamespace, e);

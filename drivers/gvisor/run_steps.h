@@ -69,7 +69,8 @@ Result<std::string> CreateNetwork(const RunContext& c, RunState& s);
 // What the kernel and runsc show of the run, read back once its cgroup and network exist and
 // before runsc starts the program (drivers/enforcement.h); what lives in the Sentry is marked
 // not observed, with the probe that tests it.
-void ReadBackEnforcement(const std::string& runsc_version, RunState& s, Enforcement* e);
+void ReadBackEnforcement(const std::string& runsc_version, const std::string& runsc_sha256,
+                         RunState& s, Enforcement* e);
 // 5. The bundle: the fresh root (mount points and a minimal /etc) and config.json.
 Status WriteBundle(const RunContext& c, const std::string& hosts, const SeccompOptions& seccomp,
                    const std::string& launcher_dir, RunState& s);

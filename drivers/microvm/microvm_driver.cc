@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -44,7 +45,8 @@ struct MicrovmDriver::Ready {
   std::vector<gid_t> kvm_groups;
   std::unique_ptr<microvm::ImageCache> images;
   std::string qemu_version;   // the first line of `qemu --version`, for each run's evidence
-  std::string qemu_identity;  // which QEMU file that version (and tsc_khz) was found with
+  std::string qemu_sha256;    // the QEMU binary's SHA-256 (or "unknown (why)"), the same
+  std::string qemu_identity;  // which QEMU file that version, hash and tsc_khz were found with
 };
 
 namespace {
@@ -220,6 +222,18 @@ std::string QemuVersion(const std::string& qemu_path) {
   return line;
 }
 
+// The SHA-256 of the QEMU binary that `identity` (PathIdentity) names: "unknown (why)" when it
+// cannot be read, or was another file by the end of the read. The path is the operator's (host
+// config), opened read-only and only hashed.
+std::string QemuSha256(const std::string& qemu_path, const std::string& identity) {
+  UniqueFd fd(open(qemu_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::string("unknown (") + strerror(errno) + ")";
+  Result<std::string> sha256 = Sha256HexOfFd(fd.get());
+  if (!sha256.ok()) return "unknown (" + sha256.status().message() + ")";
+  if (PathIdentity(qemu_path, true) != identity) return "unknown (replaced while it was hashed)";
+  return *sha256;
+}
+
 }  // namespace
 
 // A probe that fails leaves no answer standing: the next run (or ProbeForMadeSandbox) probes
@@ -244,11 +258,12 @@ Status MicrovmDriver::ProbeForMadeSandbox() {
   return Probe();
 }
 
-// QEMU's version line and the host's TSC frequency, from the last probe that passed while QEMU
-// is the same file (PathIdentity: device, inode, mtime, size): the version is the binary's, and
-// the TSC's rate is fixed for the host's boot, which outlives this process. Measured again after
-// a failed probe (it left no Ready) or a replaced QEMU. Both cost every cold run's probe about
-// 30 ms before (21 ms of them a busy loop sampling the TSC, and a `qemu --version` process).
+// QEMU's version line and SHA-256 and the host's TSC frequency, from the last probe that passed
+// while QEMU is the same file (PathIdentity: device, inode, mtime, size): version and hash are the
+// binary's, and the TSC's rate is fixed for the host's boot, which outlives this process. Measured
+// again after a failed probe (it left no Ready) or a replaced QEMU. The first two cost every cold
+// run's probe about 30 ms before (21 ms of them a busy loop sampling the TSC, and a `qemu
+// --version` process); the hash of QEMU's 18 MiB costs about 40 ms more, once per binary.
 void MicrovmDriver::HostFacts(Ready* ready) const {
   std::shared_ptr<const Ready> last;
   {
@@ -256,12 +271,15 @@ void MicrovmDriver::HostFacts(Ready* ready) const {
     last = ready_;
   }
   ready->qemu_identity = PathIdentity(options_.qemu_path, true);
-  if (last && last->qemu_identity == ready->qemu_identity && last->tsc_khz != 0) {
+  if (last && last->qemu_identity == ready->qemu_identity && last->tsc_khz != 0 &&
+      last->qemu_sha256.size() == 64) {
     ready->qemu_version = last->qemu_version;
+    ready->qemu_sha256 = last->qemu_sha256;
     ready->tsc_khz = last->tsc_khz;
     return;
   }
   ready->qemu_version = QemuVersion(options_.qemu_path);
+  ready->qemu_sha256 = QemuSha256(options_.qemu_path, ready->qemu_identity);
   ready->tsc_khz = microvm::MeasureHostTscKhz();
 }
 
@@ -520,7 +538,7 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   const std::string mode = BackendMode(accel, v);
   // 5b. The evidence, before QEMU exists: a host that does not enforce the plan refuses the run.
   Enforcement evidence;
-  microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
+  microvm::ReadBackEnforcement(plan, ready->qemu_version, ready->qemu_sha256, v, &evidence);
   if (evidence.Differs()) return RefusedByEvidence(mode, std::move(evidence), v.cg->Destroy(), v);
   if (req.cancel != nullptr && req.cancel->load(std::memory_order_relaxed) != 0) {
     // Stopped before QEMU: nothing ran; everything made so far goes with VmRun.
@@ -569,7 +587,7 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   SAFEX_RETURN_IF_ERROR(
       MakeRunResources(plan, req, o, *ready->images, *ready->cgroups, vcpus, true, v));
   Enforcement evidence;
-  microvm::ReadBackEnforcement(plan, ready->qemu_version, v, &evidence);
+  microvm::ReadBackEnforcement(plan, ready->qemu_version, ready->qemu_sha256, v, &evidence);
   if (evidence.Differs()) {
     return Status::Unavailable("microvm: a pooled VM could not be made: " + evidence.Differences());
   }

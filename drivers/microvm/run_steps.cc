@@ -236,9 +236,10 @@ Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
   return Status::Ok();
 }
 
-void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version, const VmRun& v,
-                         drivers::Enforcement* e) {
+void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version,
+                         const std::string& qemu_sha256, const VmRun& v, drivers::Enforcement* e) {
   e->Observed("runtime", qemu_version, "runtime: qemu --version");
+  e->Observed("runtime.sha256", qemu_sha256, "SHA-256 of the QEMU binary (once per binary)");
   drivers::cgroup::CompareLimits(v.cg_limits, *v.cg, e);
   if (v.net) {
     drivers::net::AddNetworkEvidence(v.net.get(), drivers::net::SandboxAddress::kInGuest, e);

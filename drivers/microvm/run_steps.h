@@ -91,10 +91,10 @@ Status CreateVmmCgroup(const plan::Plan& plan, const drivers::RunRequest& req,
                        uint32_t vcpus, VmRun& v);
 // 5b. What the host kernel shows of the run before QEMU starts (drivers/enforcement.h): the
 //     VMM's cgroup read back against what was written, the run's network namespace, the QEMU
-//     binary's version; what the guest agent enforces inside the VM is marked not observed, with
-//     the probe that tests it.
-void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version, const VmRun& v,
-                         drivers::Enforcement* e);
+//     binary's version and SHA-256; what the guest agent enforces inside the VM is marked not
+//     observed, with the probe that tests it.
+void ReadBackEnforcement(const plan::Plan& plan, const std::string& qemu_version,
+                         const std::string& qemu_sha256, const VmRun& v, drivers::Enforcement* e);
 
 // What the guest agent sets up for the workload besides the plan's mounts (its root, /proc, /dev)
 // and the rlimits it applies, for comparing the workload's own report (drivers/sandbox_report.h).

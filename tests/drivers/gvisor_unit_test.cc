@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/sha256.h"
 #include "drivers/gvisor/gvisor_driver.h"
 #include "drivers/gvisor/launch_report.h"
 #include "drivers/gvisor/oci_spec.h"
@@ -282,6 +283,8 @@ TEST(RunscVersionTest, Parses) {
   EXPECT_EQ(RunscVersionString("garbage"), "");
 }
 
+// The cached facts (version, SHA-256) of one binary: returned only for that binary's identity,
+// and only from a file that root alone could have written.
 TEST(RunscVersionCacheTest, HitOnlyForTheSameBinaryAndATrustworthyFile) {
   char tmpl[] = "/tmp/sxtest-rvc-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -291,9 +294,13 @@ TEST(RunscVersionCacheTest, HitOnlyForTheSameBinaryAndATrustworthyFile) {
   std::ofstream(bin) << "binary one";
   struct stat st;
   ASSERT_EQ(stat(bin.c_str(), &st), 0);
+  const std::string sha1 = Sha256Hex("binary one");
   EXPECT_FALSE(ReadRunscVersionCache(cache, st).has_value()) << "no cache yet";
-  WriteRunscVersionCache(cache, st, "runsc version 0.0~20240729.0\n");
-  EXPECT_EQ(ReadRunscVersionCache(cache, st), "runsc version 0.0~20240729.0\n");
+  WriteRunscVersionCache(cache, st, {sha1, "runsc version 0.0~20240729.0\n"});
+  auto hit = ReadRunscVersionCache(cache, st);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->version_output, "runsc version 0.0~20240729.0\n");
+  EXPECT_EQ(hit->sha256, sha1);
   struct stat cs;
   ASSERT_EQ(stat(cache.c_str(), &cs), 0);
   EXPECT_EQ(cs.st_mode & 0777, 0600u);
@@ -304,14 +311,15 @@ TEST(RunscVersionCacheTest, HitOnlyForTheSameBinaryAndATrustworthyFile) {
   ASSERT_EQ(stat(bin.c_str(), &st2), 0);
   EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
   // chmod alone changes ctime: a miss.
-  WriteRunscVersionCache(cache, st2, "v2\n");
+  WriteRunscVersionCache(cache, st2, {sha1, "v2\n"});
   ASSERT_EQ(chmod(bin.c_str(), 0700), 0);
   struct stat st3;
   ASSERT_EQ(stat(bin.c_str(), &st3), 0);
   if (st3.st_ctim.tv_sec != st2.st_ctim.tv_sec || st3.st_ctim.tv_nsec != st2.st_ctim.tv_nsec) {
     EXPECT_FALSE(ReadRunscVersionCache(cache, st3).has_value());
   }
-  EXPECT_EQ(ReadRunscVersionCache(cache, st2), "v2\n");
+  ASSERT_TRUE(ReadRunscVersionCache(cache, st2).has_value());
+  EXPECT_EQ(ReadRunscVersionCache(cache, st2)->version_output, "v2\n");
   // A cache file others can write is not believed; nor is a symlink or garbage.
   ASSERT_EQ(chmod(cache.c_str(), 0666), 0);
   EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
@@ -322,6 +330,36 @@ TEST(RunscVersionCacheTest, HitOnlyForTheSameBinaryAndATrustworthyFile) {
   std::ofstream(cache) << "not a cache\n";
   ASSERT_EQ(chmod(cache.c_str(), 0600), 0);
   EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  // A cache of the older format (identity line, then the version, no hash) is a miss, so the
+  // binary is hashed once after the upgrade; so is one whose hash is not 64 hex digits.
+  std::string v1 = RunscIdentity(st2);
+  v1.replace(v1.find(" 2 "), 3, " 1 ");
+  std::ofstream(cache, std::ios::trunc) << v1 << "\nrunsc version 0.0~20240729.0\n";
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  std::ofstream(cache, std::ios::trunc)
+      << RunscIdentity(st2) << "\nsha256 " << std::string(64, 'Z') << "\nv2\n";
+  EXPECT_FALSE(ReadRunscVersionCache(cache, st2).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+// The hash is of the file the identity names: of its bytes, and refused once the file changed
+// after its identity was taken (it would be recorded under the identity of another file).
+TEST(RunscVersionCacheTest, TheHashIsOfTheBinaryTheIdentityNames) {
+  char tmpl[] = "/tmp/sxtest-rvh-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string bin = dir + "/runsc";
+  const std::string big(3 << 20, 'r');  // more than one read
+  std::ofstream(bin) << big;
+  struct stat st;
+  ASSERT_EQ(stat(bin.c_str(), &st), 0);
+  auto sha = HashRunsc(bin, st);
+  ASSERT_TRUE(sha.ok()) << sha.status().message();
+  EXPECT_EQ(*sha, Sha256Hex(big));
+  std::ofstream(bin, std::ios::app) << "x";  // changed since `st` was taken
+  auto changed = HashRunsc(bin, st);
+  EXPECT_FALSE(changed.ok());
+  EXPECT_FALSE(HashRunsc(dir + "/missing", st).ok());
   std::filesystem::remove_all(dir);
 }
 

@@ -4,6 +4,7 @@
 // is the network tests' World: test hosts at 198.18.1.10/.11 and 169.254.169.254 in a namespace
 // this test creates, reached through an uplink namespace it also creates; no traffic touches the
 // machine's real network.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
+#include "common/unique_fd.h"
 #include "tests/microvm/microvm_test_util.h"
 #include "tests/net/net_world.h"
 #include "tests/support/leak_check.h"
@@ -143,6 +146,11 @@ TEST_F(MicrovmEgressTest, OnlyTheGrantedHostPortIsReachableFromTheGuest) {
   EXPECT_EQ(fields["network.addresses"]["state"], "matches");
   EXPECT_EQ(fields["cgroup.memory_bytes"]["state"], "matches");
   EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("QEMU"));
+  UniqueFd qemu(open(QemuPath().c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(qemu.valid());
+  Result<std::string> qemu_sha256 = Sha256HexOfFd(qemu.get());
+  ASSERT_TRUE(qemu_sha256.ok());
+  EXPECT_EQ(fields["runtime.sha256"]["observed"], *qemu_sha256);  // the binary, as sha256sum says
   EXPECT_FALSE(fields["guest.kernel"]["observed"].get<std::string>().empty());
   EXPECT_EQ(fields["accelerator"]["state"], "matches") << fields["accelerator"].dump();
   EXPECT_THAT(fields["accelerator"]["observed"].get<std::string>(), AnyOf("kvm", "tcg"));

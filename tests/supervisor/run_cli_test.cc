@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "common/sha256.h"
 #include "common/subprocess.h"
 #include "common/unique_fd.h"
 #include "tests/support/leak_check.h"
@@ -399,6 +401,12 @@ TEST_F(RunCliTest, EveryRunRecordsWhatItEnforced) {
   EXPECT_EQ(fields["cgroup.pids_max"]["state"], "matches");
   EXPECT_EQ(fields["cgroup.cpu_millis"]["state"], "matches");
   EXPECT_THAT(fields["runtime"]["observed"].get<std::string>(), HasSubstr("runsc"));
+  // The runtime binary itself, as sha256sum would name it.
+  std::ifstream runsc("/usr/local/bin/runsc", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(runsc)),
+                          std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_EQ(fields["runtime.sha256"]["observed"], Sha256Hex(bytes));
   // From the launcher inside the sandbox, just before the program's exec.
   for (const char* name :
        {"process.identity", "process.capabilities", "seccomp.mode", "rlimits", "mounts"}) {
