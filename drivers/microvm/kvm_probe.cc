@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,25 +11,21 @@
 #include <sstream>
 
 #include "common/unique_fd.h"
+#include "drivers/driver.h"
 
 namespace safex::microvm {
 namespace {
-
-std::string FileId(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return "missing";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-         std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-         std::to_string(st.st_mtim.tv_nsec);
-}
 
 std::string CacheKey(const LaunchSpec& s) {
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   std::ostringstream k;
-  k << "v1 " << (boot_id.empty() ? "noboot" : boot_id) << " " << FileId(s.vm.qemu_path) << " "
-    << FileId(s.vm.kernel_path) << " " << FileId(s.vm.initramfs_path) << " " << FileId("/dev/kvm")
-    << " " << s.uid << ":" << s.gid;
+  // v2: the files named by drivers::PathIdentity, as the pool's generation names them (v1 had
+  // its own format: a cache of v1 is a miss, one probe boot per host).
+  k << "v2 " << (boot_id.empty() ? "noboot" : boot_id) << " "
+    << drivers::PathIdentity(s.vm.qemu_path, true) << drivers::PathIdentity(s.vm.kernel_path, true)
+    << drivers::PathIdentity(s.vm.initramfs_path, true) << drivers::PathIdentity("/dev/kvm", true)
+    << s.uid << ":" << s.gid;
   return k.str();
 }
 

@@ -747,5 +747,36 @@ TEST_F(MicrovmRunTest, KvmProbeEndsWithinItsDeadlineWhateverKvmDoes) {
   }
 }
 
+// The probe's verdict is cached per host boot and per file it booted (drivers::PathIdentity of
+// QEMU, the kernel, the initramfs and /dev/kvm): asked again with the same files, the answer comes
+// from the cache without a boot; a changed initramfs (here: its mtime) is probed again.
+TEST_F(MicrovmRunTest, KvmProbeVerdictIsCachedPerFileItBooted) {
+  SAFEX_REQUIRE_MICROVM();
+  if (access("/dev/kvm", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/kvm";
+  safex::testing::TempDir dir;
+  const std::string initramfs = dir.Join("initramfs.cpio");
+  std::filesystem::copy_file(TestInitramfs(), initramfs);
+  const std::string cache = dir.Join("kvm-probe");
+  LaunchSpec base;
+  base.vm.qemu_path = QemuPath();
+  base.vm.kernel_path = GuestKernel();
+  base.vm.initramfs_path = initramfs;
+  base.uid = 0;
+  base.gid = 0;
+  KvmProbeResult first = ProbeKvm(base, std::chrono::seconds(3), cache);
+  EXPECT_FALSE(first.from_cache);
+  if (!FileExists(cache)) {  // QEMU did not start at all: not a verdict on KVM, never cached
+    EXPECT_THAT(first.detail, ::testing::HasSubstr("starting the KVM probe failed"));
+    return;
+  }
+  KvmProbeResult again = ProbeKvm(base, std::chrono::seconds(3), cache);
+  EXPECT_TRUE(again.from_cache) << again.detail;
+  EXPECT_EQ(again.usable, first.usable);
+  const timespec times[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};  // a new mtime
+  ASSERT_EQ(utimensat(AT_FDCWD, initramfs.c_str(), times, 0), 0);
+  KvmProbeResult changed = ProbeKvm(base, std::chrono::seconds(3), cache);
+  EXPECT_FALSE(changed.from_cache) << changed.detail;
+}
+
 }  // namespace
 }  // namespace safex::microvm::testing
