@@ -8,6 +8,9 @@
 //   4. the spec (and stdin) from the host
 //   5. the agent moves onto its own tmpfs root      (so the workload can pivot_root away from it)
 //   6. network, cgroup, the workload's root, the seccomp program  (all before the clone)
+//   6b. a pooled VM's spec has no program yet (request_later): kSetUp, then the request (argv,
+//       stdin) when a run is handed the VM; until then the agent waits, and nothing of any
+//       request is in the VM
 //   7. the workload runs; output streamed; in-guest limits enforced; kExit
 //   8. output mounts sent; kOutputsDone; wait       (the host kills the VMM once it has it all)
 // With `safex.mode=probe` on the kernel command line, the agent stops after kHello: the host uses
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "common/small_file.h"
 #include "drivers/microvm/guest_spec.h"
@@ -94,6 +98,33 @@ bool ProbeMode() {
   WaitForHostThenPowerOff(ch);
 }
 
+// kStdinData frames up to kStdinEnd, when the spec (or the request) said stdin follows.
+std::string ReceiveStdin(Channel& ch) {
+  std::string stdin_data;
+  for (;;) {
+    std::optional<microvm::Frame> f = ch.Receive(microvm::kMaxDataFrame);
+    if (!f) FailSetup(ch, "channel closed while receiving stdin");
+    if (f->type == FrameType::kStdinEnd) return stdin_data;
+    if (f->type != FrameType::kStdinData || stdin_data.size() + f->payload.size() > kMaxStdin) {
+      FailSetup(ch, "bad stdin frame");
+    }
+    stdin_data += f->payload;
+  }
+}
+
+// A pooled VM, set up from its spec: says so, then waits for the request of the run it is handed
+// to, and puts its argv and stdin into the spec.
+void AwaitRequest(Channel& ch, microvm::GuestSpec* spec, std::string* stdin_data) {
+  if (!ch.Send(FrameType::kSetUp, "")) PowerOff();
+  std::optional<microvm::Frame> f = ch.Receive(microvm::kMaxSpecFrame);
+  if (!f || f->type != FrameType::kRequest) FailSetup(ch, "expected the run request");
+  std::optional<microvm::GuestRequest> request = microvm::DecodeRequest(f->payload);
+  if (!request) FailSetup(ch, "malformed run request");
+  spec->argv = std::move(request->argv);
+  spec->has_stdin = request->has_stdin;
+  if (spec->has_stdin) *stdin_data = ReceiveStdin(ch);
+}
+
 int Main() {
   std::string early = MountEarly();
   SetupStdio();
@@ -134,17 +165,7 @@ int Main() {
   std::optional<microvm::GuestSpec> spec = microvm::DecodeSpec(f->payload);
   if (!spec) FailSetup(*ch, "malformed run spec");
   std::string stdin_data;
-  if (spec->has_stdin) {
-    for (;;) {
-      f = ch->Receive(microvm::kMaxDataFrame);
-      if (!f) FailSetup(*ch, "channel closed while receiving stdin");
-      if (f->type == FrameType::kStdinEnd) break;
-      if (f->type != FrameType::kStdinData || stdin_data.size() + f->payload.size() > kMaxStdin) {
-        FailSetup(*ch, "bad stdin frame");
-      }
-      stdin_data += f->payload;
-    }
-  }
+  if (spec->has_stdin) stdin_data = ReceiveStdin(*ch);
 
   if (std::string e = SwitchAgentRoot(); !e.empty()) FailSetup(*ch, e);
   if (std::string e = BringUpLoopback(); !e.empty()) FailSetup(*ch, e);
@@ -157,6 +178,7 @@ int Main() {
   if (std::string e = BuildWorkloadRoot(*spec, milliseconds(5000)); !e.empty()) FailSetup(*ch, e);
   auto program = BuildSeccompProgram(*spec, &error);
   if (!program) FailSetup(*ch, error);
+  if (spec->request_later) AwaitRequest(*ch, &*spec, &stdin_data);
 
   // The host sees what the program will get before it starts (kEvidence) and answers kGo, or
   // ends the VM: the child never execs without it.

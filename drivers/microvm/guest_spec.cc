@@ -11,7 +11,8 @@ constexpr size_t kMaxEnv = 4096;
 constexpr size_t kMaxMounts = 256;
 constexpr size_t kMaxRules = 1024;
 constexpr size_t kMaxEtcFiles = 16;
-constexpr uint32_t kSpecMagic = 0x53465853;  // "SXFS"
+constexpr uint32_t kSpecMagic = 0x53465853;     // "SXFS"
+constexpr uint32_t kRequestMagic = 0x51525853;  // "SXRQ"
 
 bool Bool(Decoder& d, bool* b) {
   uint8_t v = 0;
@@ -33,6 +34,12 @@ bool Action(Decoder& d, GuestSyscallAction* a) {
   }
   *a = static_cast<GuestSyscallAction>(v);
   return true;
+}
+
+// The message's first u32, which says what it is: a spec is never read as a request.
+bool Magic(Decoder& d, uint32_t want) {
+  uint32_t magic = 0;
+  return d.U32(&magic) && magic == want;
 }
 
 }  // namespace
@@ -89,14 +96,14 @@ std::string EncodeSpec(const GuestSpec& s) {
     e.Str(s.network->gateway);
     e.U32(s.network->prefix);
   }
+  e.U8(s.request_later);
   return e.Take();
 }
 
 std::optional<GuestSpec> DecodeSpec(std::string_view payload) {
   Decoder d(payload);
   GuestSpec s;
-  uint32_t magic = 0;
-  if (!d.U32(&magic) || magic != kSpecMagic) return std::nullopt;
+  if (!Magic(d, kSpecMagic)) return std::nullopt;
   d.StrList(&s.argv, kMaxArgs);
   d.StrList(&s.env, kMaxEnv);
   d.Str(&s.path_search);
@@ -162,8 +169,29 @@ std::optional<GuestSpec> DecodeSpec(std::string_view payload) {
     d.U32(&net.prefix);
     s.network = std::move(net);
   }
+  Bool(d, &s.request_later);
   if (!d.AtEnd()) return std::nullopt;
+  // A spec ahead of its request has no program and no stdin yet.
+  if (s.request_later && (!s.argv.empty() || s.has_stdin)) return std::nullopt;
   return s;
+}
+
+std::string EncodeRequest(const GuestRequest& r) {
+  Encoder e;
+  e.U32(kRequestMagic);
+  e.StrList(r.argv);
+  e.U8(r.has_stdin);
+  return e.Take();
+}
+
+std::optional<GuestRequest> DecodeRequest(std::string_view payload) {
+  Decoder d(payload);
+  GuestRequest r;
+  if (!Magic(d, kRequestMagic)) return std::nullopt;
+  d.StrList(&r.argv, kMaxArgs);
+  Bool(d, &r.has_stdin);
+  if (!d.AtEnd() || r.argv.empty()) return std::nullopt;
+  return r;
 }
 
 std::string EncodeExit(const ExitReport& r) {

@@ -88,11 +88,26 @@ struct GuestSpec {
 
   bool has_stdin = false;  // kStdinData frames follow the spec, then kStdinEnd
   std::optional<GuestNetwork> network;
+  // A pooled VM's spec, sent before any request exists: argv is empty and has_stdin false. The
+  // agent sets up everything else (its root, network, cgroup, the workload's root and seccomp
+  // program), says kSetUp and waits for the kRequest that brings argv and stdin.
+  bool request_later = false;
 };
 
 std::string EncodeSpec(const GuestSpec& spec);
 // Strict: trailing bytes, out-of-range enums and over-long lists are errors.
 std::optional<GuestSpec> DecodeSpec(std::string_view payload);
+
+// What a request adds to a spec sent with request_later: the program's argv (verbatim, as
+// GuestSpec::argv) and whether kStdinData frames follow, then kStdinEnd.
+struct GuestRequest {
+  std::vector<std::string> argv;
+  bool has_stdin = false;
+};
+
+std::string EncodeRequest(const GuestRequest& request);
+// Strict as DecodeSpec; an empty argv is an error.
+std::optional<GuestRequest> DecodeRequest(std::string_view payload);
 
 // Which in-guest limit stopped or constrained the program (mapped to drivers::LimitHit by the
 // host).

@@ -43,18 +43,24 @@ std::vector<std::pair<std::string, std::string>> EtcFiles(uint32_t uid, uint32_t
           {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"}};
 }
 
-Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
-                                 const GuestSpecInputs& in) {
+namespace {
+
+Status CheckArgv(const std::vector<std::string>& argv) {
   if (argv.empty()) return Status::InvalidArgument("argv is empty");
   for (const std::string& a : argv) {
     if (HasNul(a)) return Status::InvalidArgument("argv contains NUL");
   }
+  return Status::Ok();
+}
+
+// Everything of a spec but the request's argv: the plan's environment, identity, limits, mounts,
+// seccomp rules, output caps and /etc, with the inputs' disks, stdin and network.
+Result<GuestSpec> BuildPlanPart(const plan::Plan& plan, const GuestSpecInputs& in) {
   if (in.image_paths.size() != plan.mounts.size() || in.is_file.size() != plan.mounts.size() ||
       in.disks.size() != plan.mounts.size()) {
     return Status::Internal("microvm: image paths do not match the plan's mounts");
   }
   GuestSpec s;
-  s.argv = argv;
   s.path_search = kDefaultPathSearch;
   for (const auto& [k, v] : plan.env) {
     if (k.empty() || k.find('=') != std::string::npos || HasNul(k) || HasNul(v)) {
@@ -131,6 +137,28 @@ Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::
   s.has_stdin = in.has_stdin;
   s.network = in.network;
   return s;
+}
+
+}  // namespace
+
+Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
+                                 const GuestSpecInputs& in) {
+  SAFEX_RETURN_IF_ERROR(CheckArgv(argv));
+  SAFEX_ASSIGN_OR_RETURN(GuestSpec s, BuildPlanPart(plan, in));
+  s.argv = argv;
+  return s;
+}
+
+Result<GuestSpec> BuildGuestSpecAhead(const plan::Plan& plan, const GuestSpecInputs& in) {
+  SAFEX_ASSIGN_OR_RETURN(GuestSpec s, BuildPlanPart(plan, in));
+  s.has_stdin = false;
+  s.request_later = true;
+  return s;
+}
+
+Result<GuestRequest> BuildGuestRequest(const std::vector<std::string>& argv, bool has_stdin) {
+  SAFEX_RETURN_IF_ERROR(CheckArgv(argv));
+  return GuestRequest{argv, has_stdin};
 }
 
 }  // namespace safex::microvm

@@ -35,6 +35,12 @@ struct GuestSpecInputs {
 Result<GuestSpec> BuildGuestSpec(const plan::Plan& plan, const std::vector<std::string>& argv,
                                  const GuestSpecInputs& inputs);
 
+// A pooled VM's spec, before any request exists (GuestSpec::request_later): the same as
+// BuildGuestSpec's but without argv and stdin, which BuildGuestRequest brings at the hand-over.
+Result<GuestSpec> BuildGuestSpecAhead(const plan::Plan& plan, const GuestSpecInputs& inputs);
+// Fails with InvalidArgument as BuildGuestSpec does for argv.
+Result<GuestRequest> BuildGuestRequest(const std::vector<std::string>& argv, bool has_stdin);
+
 // The generated /etc files (the same content as the gVisor backend's root).
 std::vector<std::pair<std::string, std::string>> EtcFiles(uint32_t uid, uint32_t gid,
                                                           const std::string& hosts_file);

@@ -552,7 +552,8 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
   // 6-7. QEMU and the session with the guest agent, to the end of the output stream.
   const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
   const auto t_launch = std::chrono::steady_clock::now();
-  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
+  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, v);
+  sc.spec_payload = microvm::EncodeSpec(spec);
   const ReportExpectations expect = microvm::GuestReportExpectations(plan);
   sc.on_evidence = GuestEvidenceCheck(plan, expect, evidence, v, accel);
   Result<microvm::LaunchResult> launched =
@@ -568,8 +569,8 @@ Result<RunResult> MicrovmDriver::Run(const plan::Plan& plan, const RunRequest& r
 }
 
 // A pooled VM: a cold run's 0-5b for a request that has no program yet, QEMU started, and the
-// session until the agent's kHello (it then waits for the spec). What would refuse a cold run
-// fails the boot: nothing of any request existed.
+// session until the agent has set up the plan's part of the spec (kSetUp; it then waits for the
+// request). What would refuse a cold run fails the boot: nothing of any request existed.
 Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan& plan,
                                                                 const PrepareRequest& preq) {
   // Taken before the boot: a change during it makes the VM stale at once, never current.
@@ -591,15 +592,21 @@ Result<std::unique_ptr<PreparedSandbox>> MicrovmDriver::Prepare(const plan::Plan
   if (evidence.Differs()) {
     return Status::Unavailable("microvm: a pooled VM could not be made: " + evidence.Differences());
   }
+  // The plan's part of the spec (everything but argv and stdin): the agent sets it up before
+  // any request exists (its root, network, cgroup, the workload's mounts, the seccomp program).
+  SAFEX_ASSIGN_OR_RETURN(microvm::GuestSpec ahead, microvm::BuildGuestSpecAhead(plan, v.in));
   const microvm::LaunchInputs li{accel, vcpus, ready->tsc_khz, ready->kvm_groups};
   SAFEX_ASSIGN_OR_RETURN(microvm::LiveVm vm,
                          microvm::LaunchVm(microvm::BuildLaunchSpec(o, req, li, v)));
-  microvm::SessionConfig boot;  // no spec: the session ends at kHello
+  microvm::SessionConfig boot;  // the session ends at the agent's kSetUp
+  boot.spec_payload = microvm::EncodeSpec(ahead);
+  boot.stop_when_set_up = true;
   boot.boot_timeout = o.boot_timeout;
   boot.cancel = preq.cancel;
   microvm::SessionResult booted =
       microvm::RunSession(vm.ctl.get(), vm.console.get(), vm.err.get(), vm.vmm.pidfd(), boot);
-  if (!booted.hello || booted.phase != microvm::Phase::kDone || booted.cancelled) {
+  if (!booted.hello || !booted.set_up || booted.phase != microvm::Phase::kDone ||
+      booted.cancelled) {
     microvm::LaunchResult failed{booted, vm.vmm.KillAndWait(), vm.argv, vm.vmm_start};
     Status why = microvm::NothingRan(failed, 0, accel, o);
     if (why.ok()) why = Status::Unavailable("microvm: the pooled boot was cancelled");
@@ -629,9 +636,9 @@ std::string MicrovmDriver::SandboxGeneration(const plan::Plan& plan) {
   return generation;
 }
 
-// The hand-over: the spec with the request's argv (and stdin) goes to the agent that waited
-// since its kHello; from there on it is a cold run's session (setup, evidence, program, outputs)
-// and its 8-10. The VM goes when this returns, whatever happened.
+// The hand-over: the request's argv (and stdin) go to the agent that set up the plan's part of
+// the spec and waited since its kSetUp; from there on it is a cold run's session (the workload's
+// evidence, the program, outputs) and its 8-10. The VM goes when this returns, whatever happened.
 Result<RunResult> MicrovmDriver::RunPrepared(std::unique_ptr<PreparedSandbox> prepared,
                                              const plan::Plan& plan, const RunRequest& req) {
   auto* pooled = dynamic_cast<microvm::PooledVm*>(prepared.get());
@@ -655,10 +662,12 @@ Result<RunResult> MicrovmDriver::RunPrepared(std::unique_ptr<PreparedSandbox> pr
   }
   microvm::VmRun& v = pooled->run();
   v.in.has_stdin = req.stdin_data.has_value() && !req.stdin_data->empty();
-  SAFEX_ASSIGN_OR_RETURN(microvm::GuestSpec spec, microvm::BuildGuestSpec(plan, req.argv, v.in));
+  SAFEX_ASSIGN_OR_RETURN(microvm::GuestRequest request,
+                         microvm::BuildGuestRequest(req.argv, v.in.has_stdin));
   SAFEX_RETURN_IF_ERROR(v.cg->SetCpuPriority(/*low=*/false));
   Enforcement evidence = pooled->enforcement();
-  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, spec, v);
+  microvm::SessionConfig sc = microvm::BuildSessionConfig(plan, req, o, v);
+  sc.request_payload = microvm::EncodeRequest(request);
   sc.resumed_hello = pooled->hello();
   const ReportExpectations expect = microvm::GuestReportExpectations(plan);
   sc.on_evidence = GuestEvidenceCheck(plan, expect, evidence, v, pooled->accel());

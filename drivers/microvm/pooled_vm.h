@@ -1,9 +1,11 @@
 // A microVM of the warm pool (drivers/driver.h, PreparedSandbox): made by MicrovmDriver::Prepare
-// through a cold run's steps 1-5b (run_steps.h), its QEMU started and its guest booted until the
-// agent's kHello, where the agent waits for the run spec. That wait is the whole point: the
-// kernel boot and module loading (seconds under TCG) are done before any request exists, and
-// nothing of a request has entered the VM. RunPrepared resumes the session with the spec
-// (vm_session.h, SessionConfig::resumed_hello); from there it is a cold run's session.
+// through a cold run's steps 1-5b (run_steps.h), its QEMU started, its guest booted and sent the
+// plan's part of the spec (GuestSpec::request_later), which the agent sets up (its root, network,
+// cgroup, the workload's mounts, the seccomp program) before it says kSetUp and waits for the
+// request. That wait is the whole point: the kernel boot, module loading and the plan's setup
+// (seconds under TCG) are done before any request exists, and nothing of a request has entered
+// the VM. RunPrepared resumes the session with the request (argv, stdin; vm_session.h,
+// SessionConfig::request_payload); from there it is a cold run's session.
 // Destroying it unused kills and reaps QEMU, then removes what the steps made.
 #pragma once
 
@@ -11,9 +13,9 @@
 #include <utility>
 
 #include "drivers/driver.h"
+#include "drivers/microvm/guest_spec.h"
 #include "drivers/microvm/run_steps.h"
 #include "drivers/microvm/vm_launcher.h"
-#include "drivers/microvm/guest_spec.h"
 
 namespace safex::microvm {
 

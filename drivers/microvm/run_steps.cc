@@ -315,10 +315,8 @@ LaunchSpec BuildLaunchSpec(const drivers::MicrovmOptions& o, const drivers::RunR
 }
 
 SessionConfig BuildSessionConfig(const plan::Plan& plan, const drivers::RunRequest& req,
-                                 const drivers::MicrovmOptions& o, const GuestSpec& spec,
-                                 VmRun& v) {
+                                 const drivers::MicrovmOptions& o, VmRun& v) {
   SessionConfig sc;
-  sc.spec_payload = EncodeSpec(spec);
   if (v.in.has_stdin) sc.stdin_data = &*req.stdin_data;
   sc.output_cap = plan.limits.output_bytes;
   sc.boot_timeout = o.boot_timeout;

@@ -112,8 +112,10 @@ struct LaunchInputs {
 };
 LaunchSpec BuildLaunchSpec(const drivers::MicrovmOptions& o, const drivers::RunRequest& req,
                            const LaunchInputs& li, VmRun& v);
+// The session's deadlines, caps, stdin and observers for `req`; the caller adds what goes first
+// (a cold run's spec_payload, a pooled VM's request_payload).
 SessionConfig BuildSessionConfig(const plan::Plan& plan, const drivers::RunRequest& req,
-                                 const drivers::MicrovmOptions& o, const GuestSpec& spec, VmRun& v);
+                                 const drivers::MicrovmOptions& o, VmRun& v);
 
 // 8. When nothing of the program ran (the guest did not boot, could not set the run up, QEMU
 //    died early): the refusal or setup error with its reason, in safex's words first. Ok when the

@@ -48,6 +48,8 @@ size_t MaxPayload(FrameType t) {
       return kMaxDataFrame;
     case FrameType::kHeartbeat:
       return kMaxHeartbeatState + 64;
+    case FrameType::kSetUp:
+      return 0;
     default:
       return 0;
   }
@@ -71,7 +73,11 @@ class Session {
     SetNonBlocking(err);
     if (c_.resumed_hello) {
       r_.hello = c_.resumed_hello;
-      SendSpec();
+      if (c_.request_payload.empty()) {
+        SendSetup(FrameType::kSpec, c_.spec_payload);
+      } else {
+        SendSetup(FrameType::kRequest, c_.request_payload);
+      }
     }
     bool vmm_alive = true;
     while (r_.phase != Phase::kDone && r_.violation.empty() && !r_.output_cap_hit) {
@@ -298,12 +304,13 @@ class Session {
       r_.phase = Phase::kDone;  // a probe boot, or a pooled one (resumed later)
       return;
     }
-    SendSpec();
+    SendSetup(FrameType::kSpec, c_.spec_payload);
   }
 
-  // The spec and stdin after kHello (in this session, or a pooled VM's earlier one).
-  void SendSpec() {
-    QueueFrame(FrameType::kSpec, c_.spec_payload);
+  // The spec (or a pooled VM's request) and stdin after kHello (in this session, or a pooled VM's
+  // earlier one).
+  void SendSetup(FrameType first, const std::string& payload) {
+    QueueFrame(first, payload);
     if (c_.stdin_data) {
       std::string_view in = *c_.stdin_data;
       for (size_t off = 0; off < in.size(); off += kMaxDataFrame) {
@@ -316,9 +323,15 @@ class Session {
   }
 
   // kEvidence, answered (kGo, or the end of the session: nothing ran), then kStarted: the
-  // program runs; the wall-time deadline starts now.
+  // program runs; the wall-time deadline starts now. A pooled VM's preparation expects kSetUp
+  // alone (its spec has no program); anywhere else kSetUp is a violation.
   void WhileSettingUp(const Frame& f) {
-    if (f.type == FrameType::kEvidence && !evidence_seen_) {
+    if (f.type == FrameType::kSetUp && c_.stop_when_set_up && !evidence_seen_) {
+      r_.set_up = true;  // a pooled VM, set up: its request comes in a later session
+      r_.phase = Phase::kDone;
+      return;
+    }
+    if (f.type == FrameType::kEvidence && !evidence_seen_ && !c_.stop_when_set_up) {
       evidence_seen_ = true;
       if (c_.on_evidence && !c_.on_evidence(f.payload)) {
         r_.refused_by_evidence = true;
@@ -467,10 +480,8 @@ std::string Sanitize(std::string_view s, size_t max) {
 }
 
 bool WaitingGuestHealthy(int ctl_fd, int console_fd, int stderr_fd, int vmm_pidfd) {
-  pollfd fds[4] = {{vmm_pidfd, POLLIN, 0},
-                   {ctl_fd, POLLIN, 0},
-                   {console_fd, POLLIN, 0},
-                   {stderr_fd, POLLIN, 0}};
+  pollfd fds[4] = {
+      {vmm_pidfd, POLLIN, 0}, {ctl_fd, POLLIN, 0}, {console_fd, POLLIN, 0}, {stderr_fd, POLLIN, 0}};
   if (poll(fds, 4, 0) < 0) return errno == EINTR;
   if (fds[0].revents != 0 || fds[1].revents != 0) return false;
   char buf[4096];

@@ -3,7 +3,9 @@
 // One poll loop over the channel socket, the console socket, QEMU's stderr and its pidfd, with a
 // deadline per phase:
 //   booting   until kHello             boot_timeout from the start
-//   setup     until kStarted           the same boot deadline (kEvidence first, answered kGo)
+//   setup     until kStarted           the same boot deadline (kEvidence first, answered kGo);
+//                                      a pooled VM's preparation ends at kSetUp instead, and
+//                                      its hand-over starts here (SessionConfig::request_payload)
 //   running   until kExit              wall_time from kStarted (the program's own wall clock);
 //                                      output and heartbeats meanwhile; a guest silent for 2 s
 //                                      is nudged (an empty kNudge, once per 2 s)
@@ -34,8 +36,15 @@ const char* PhaseName(Phase p);
 struct SessionConfig {
   std::string spec_payload;  // kSpec; empty for a probe boot or a pooled boot (stop at kHello)
   // A pooled VM (the warm pool): its guest said this kHello in an earlier session on the same
-  // channel and has waited since. The session starts in setup and sends the spec at once.
+  // channel and has waited since. The session starts in setup and sends the spec at once, or
+  // the request when request_payload is set.
   std::optional<Hello> resumed_hello;
+  // A pooled VM's preparation: its spec says request_later, and the session ends at the guest's
+  // kSetUp (SessionResult::set_up), the VM set up and waiting for its request.
+  bool stop_when_set_up = false;
+  // A pooled VM set up earlier (stop_when_set_up): kRequest (GuestRequest) and stdin go first,
+  // then the session goes on as a cold run's does from its spec (kEvidence, kGo, kStarted...).
+  std::string request_payload;
   // Borrowed (must outlive the session): stdin can be 64 MiB, and copies of it add up.
   const std::string* stdin_data = nullptr;
   uint64_t output_cap = 0;  // stdout + stderr bytes accepted from the guest
@@ -72,6 +81,7 @@ struct SessionResult {
   bool cancelled = false;         // ended through SessionConfig::cancel
   std::string violation;          // the guest broke the protocol (non-empty => VM to be killed)
   std::optional<Hello> hello;
+  bool set_up = false;               // kSetUp arrived (SessionConfig::stop_when_set_up)
   std::string guest_setup_error;     // kSetupError: nothing ran
   bool refused_by_evidence = false;  // on_evidence said no: the program never started
   std::optional<ExitReport> exit;

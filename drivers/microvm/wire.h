@@ -20,7 +20,8 @@ namespace safex::microvm {
 
 // Bumped whenever a message changes shape; the agent reports its version in kHello and the host
 // refuses a mismatch (an initramfs built from other sources).
-inline constexpr uint32_t kProtocolVersion = 4;  // 3: kEvidence and kGo; 4: kHeartbeat, kNudge
+// 3: kEvidence and kGo; 4: kHeartbeat, kNudge; 5: kSetUp and kRequest (a pooled VM set up ahead)
+inline constexpr uint32_t kProtocolVersion = 5;
 
 // The virtio-serial port name the host creates and the guest looks for.
 inline constexpr const char* kPortName = "safex.0";
@@ -39,12 +40,14 @@ enum class FrameType : uint32_t {
   kOutputsDone = 10,  // u64 entries skipped (special files, over the caps)
   kEvidence = 11,     // the workload's sandbox report just before its exec (sandbox_report.h)
   kHeartbeat = 12,    // Heartbeat (guest_spec.h): the agent's view, about once a second of a run
+  kSetUp = 13,        // empty: a spec with request_later is set up; the agent waits for kRequest
   // host -> guest
   kSpec = 100,       // GuestSpec (guest_spec.h)
   kStdinData = 101,  // bytes
   kStdinEnd = 102,   // empty
   kGo = 103,         // empty: the evidence holds, the program may start (else the VM is killed)
   kNudge = 104,      // empty: the host has heard nothing for a while (vm_session.h); ignored
+  kRequest = 105,    // GuestRequest (guest_spec.h): argv and stdin of a pooled VM's run
 };
 
 inline constexpr size_t kFrameHeaderSize = 8;

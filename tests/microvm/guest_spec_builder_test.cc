@@ -136,6 +136,38 @@ TEST(GuestSpecBuilderTest, RefusesWhatCannotBePassedExactly) {
   EXPECT_FALSE(BuildGuestSpec(p, {"ls"}, Inputs()).ok());
 }
 
+// A pooled VM's spec is the cold one's without the request: the same plan part, no argv, no
+// stdin; the request brings them, refused as BuildGuestSpec refuses them.
+TEST(GuestSpecBuilderTest, ASpecAheadIsTheColdSpecWithoutTheRequest) {
+  GuestSpecInputs in = Inputs();
+  in.has_stdin = true;
+  auto cold = BuildGuestSpec(Plan(), {"ls"}, in);
+  auto ahead = BuildGuestSpecAhead(Plan(), in);
+  ASSERT_TRUE(cold.ok() && ahead.ok());
+  EXPECT_TRUE(ahead->request_later);
+  EXPECT_TRUE(ahead->argv.empty());
+  EXPECT_FALSE(ahead->has_stdin);
+  GuestSpec same = *ahead;
+  same.argv = {"ls"};
+  same.has_stdin = true;
+  same.request_later = false;
+  EXPECT_EQ(EncodeSpec(same), EncodeSpec(*cold));
+  EXPECT_FALSE(BuildGuestSpecAhead(
+                   [] {
+                     plan::Plan p = Plan();
+                     p.limits.pids = 0;
+                     return p;
+                   }(),
+                   Inputs())
+                   .ok());
+  auto request = BuildGuestRequest({"ls", "-l"}, true);
+  ASSERT_TRUE(request.ok());
+  EXPECT_EQ(request->argv, (std::vector<std::string>{"ls", "-l"}));
+  EXPECT_TRUE(request->has_stdin);
+  EXPECT_FALSE(BuildGuestRequest({}, false).ok());
+  EXPECT_FALSE(BuildGuestRequest({std::string("a\0b", 3)}, false).ok());
+}
+
 TEST(GuestSpecBuilderTest, EtcFilesMatchTheSandboxUser) {
   auto files = EtcFiles(65534, 65534, "");
   ASSERT_EQ(files.size(), 4u);

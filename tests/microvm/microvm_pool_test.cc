@@ -1,5 +1,6 @@
 // The warm pool's microVMs (drivers/driver.h, PreparedSandbox; microvm/pooled_vm.h): booted by
-// MicrovmDriver::Prepare until the agent's hello, run once by RunPrepared. A pooled run must be
+// MicrovmDriver::Prepare and set up from the plan until the agent's kSetUp, run once by
+// RunPrepared. A pooled run must be
 // what a cold run is to the program (same guest setup, plan, filter, evidence) and each VM serves
 // one run. Each test boots real guests under TCG (seconds each): as few as the properties need.
 #include <gmock/gmock.h>
@@ -97,6 +98,20 @@ TEST_F(MicrovmPoolTest, PooledVmsRunTheProgramUnderThePlanOnceEach) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->stdout_stream.data, "absent\n");
   EXPECT_EQ(again->teardown_error, "");
+}
+
+// The plan's part of the spec is built and sent at the boot, before any request: a plan the
+// guest could not be given exactly (here an environment name with '=') fails the pooled boot
+// before QEMU starts, never a run handed the VM (the leak check: nothing left).
+TEST_F(MicrovmPoolTest, APlanTheGuestCannotTakeFailsTheBootNotARun) {
+  SAFEX_REQUIRE_MICROVM();
+  plan::Plan p = BusyboxPlan();
+  p.env["A=B"] = "x";
+  drivers::PrepareRequest req;
+  req.sandbox_id = NextId("sbx-mvt-");
+  auto sb = driver_.Prepare(p, req);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_THAT(sb.status().message(), HasSubstr("bad environment variable"));
 }
 
 // A VM runs only the plan it was made from, and never an input directory; a refused or unused

@@ -215,6 +215,77 @@ TEST(VmSessionTest, ProbeBootStopsAtHello) {
   EXPECT_TRUE(vm.Received().empty());  // no spec sent
 }
 
+// A pooled VM's preparation (stop_when_set_up) with a guest that says hello, then `then`.
+SessionResult Preparation(FakeVm& vm, FrameType then, std::string_view payload) {
+  vm.Hello();
+  vm.Send(then, payload);
+  SessionConfig c = Config();
+  c.stop_when_set_up = true;
+  return vm.Run(c);
+}
+
+// A pooled VM's preparation: hello, the spec ahead of its request, then the agent's kSetUp ends
+// the session with the VM set up. Nothing else is sent: no stdin, no kGo.
+TEST(VmSessionTest, APooledPreparationEndsAtSetUp) {
+  FakeVm vm;
+  SessionResult r = Preparation(vm, FrameType::kSetUp, "");
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_TRUE(r.violation.empty()) << r.violation;
+  EXPECT_TRUE(r.set_up);
+  std::vector<Frame> sent = vm.Received();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].type, FrameType::kSpec);
+  EXPECT_EQ(sent[0].payload, "SPEC");
+}
+
+// kSetUp only ends a preparation; and a preparation, whose spec has no program, takes no
+// program's report: either is a violation, and no kGo is sent.
+TEST(VmSessionTest, SetUpOutsideAPreparationAndAReportInsideOneAreViolations) {
+  {
+    FakeVm vm;
+    vm.Hello();
+    vm.Send(FrameType::kSetUp, "");
+    SessionResult r = vm.Run(Config());
+    EXPECT_NE(r.violation.find("unexpected frame type 13"), std::string::npos) << r.violation;
+    EXPECT_FALSE(r.set_up);
+  }
+  {
+    FakeVm vm;
+    SessionResult r = Preparation(vm, FrameType::kEvidence, "SAFEX-LAUNCH 1\n...");
+    EXPECT_NE(r.violation.find("unexpected frame type 11"), std::string::npos) << r.violation;
+    for (const Frame& f : vm.Received()) EXPECT_NE(f.type, FrameType::kGo);
+  }
+}
+
+// The hand-over of a VM set up earlier: its request and stdin go first, on a channel whose hello
+// came in an earlier session (no spec again), then it is a cold run's session to the end.
+TEST(VmSessionTest, AHandOverSendsTheRequestAndStdinThenRunsAsAColdRunDoes) {
+  FakeVm vm;
+  SessionConfig c = Config();
+  c.resumed_hello = Hello{kProtocolVersion, "6.1.0-test", 1000, 2000};
+  c.request_payload = "REQUEST";
+  const std::string stdin_data = "in";
+  c.stdin_data = &stdin_data;
+  vm.Started();
+  vm.Send(FrameType::kStdout, "hi");
+  vm.Exit(0);
+  vm.Done();
+  SessionResult r = vm.Run(c);
+  EXPECT_EQ(r.phase, Phase::kDone);
+  EXPECT_TRUE(r.violation.empty()) << r.violation;
+  EXPECT_EQ(r.stdout_data, "hi");
+  ASSERT_TRUE(r.exit.has_value());
+  EXPECT_EQ(r.exit->exit_code, 0);
+  std::vector<Frame> sent = vm.Received();
+  ASSERT_EQ(sent.size(), 4u);
+  EXPECT_EQ(sent[0].type, FrameType::kRequest);
+  EXPECT_EQ(sent[0].payload, "REQUEST");
+  EXPECT_EQ(sent[1].type, FrameType::kStdinData);
+  EXPECT_EQ(sent[1].payload, "in");
+  EXPECT_EQ(sent[2].type, FrameType::kStdinEnd);
+  EXPECT_EQ(sent[3].type, FrameType::kGo);
+}
+
 TEST(VmSessionTest, NoHelloMeansABootTimeout) {
   FakeVm vm;
   SessionConfig c = Config();

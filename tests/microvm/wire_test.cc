@@ -196,10 +196,49 @@ TEST(GuestSpecTest, OutOfRangeEnumsAndBooleansAreRefused) {
   s.etc_files.clear();
   s.seccomp_rules.clear();
   std::string enc = EncodeSpec(s);
-  // The last two bytes are has_stdin and has_network: 2 is not a boolean.
+  // The last three bytes are has_stdin, has_network and request_later: 2 is not a boolean.
+  for (size_t back : {1, 2, 3}) {
+    std::string bad = enc;
+    bad[bad.size() - back] = 2;
+    EXPECT_FALSE(DecodeSpec(bad).has_value()) << back;
+  }
+}
+
+// A pooled VM's spec goes before its request: no program and no stdin in it, which the decoder
+// holds it to; the request brings both, and is as strict as the spec.
+TEST(GuestSpecTest, ASpecAheadOfItsRequestHasNoProgram) {
+  GuestSpec s = FullSpec();
+  s.argv.clear();
+  s.has_stdin = false;
+  s.request_later = true;
+  std::optional<GuestSpec> d = DecodeSpec(EncodeSpec(s));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->request_later);
+  EXPECT_TRUE(d->argv.empty());
+  EXPECT_EQ(d->mounts.size(), 2u);
+  s.argv = {"/bin/sh"};  // a program in a spec ahead of its request
+  EXPECT_FALSE(DecodeSpec(EncodeSpec(s)).has_value());
+  s.argv.clear();
+  s.has_stdin = true;
+  EXPECT_FALSE(DecodeSpec(EncodeSpec(s)).has_value());
+}
+
+TEST(GuestRequestTest, RoundTripsAndIsStrict) {
+  GuestRequest r{{"python3", "-c", "print(1)"}, true};
+  std::optional<GuestRequest> d = DecodeRequest(EncodeRequest(r));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->argv, r.argv);
+  EXPECT_TRUE(d->has_stdin);
+  const std::string enc = EncodeRequest(r);
+  for (size_t n = 0; n < enc.size(); ++n) {
+    EXPECT_FALSE(DecodeRequest(std::string_view(enc).substr(0, n)).has_value()) << "prefix " << n;
+  }
+  EXPECT_FALSE(DecodeRequest(enc + "x").has_value());
+  EXPECT_FALSE(DecodeRequest(EncodeRequest({{}, false})).has_value()) << "no program";
+  EXPECT_FALSE(DecodeRequest(EncodeSpec(FullSpec())).has_value()) << "a spec is not a request";
   std::string bad = enc;
-  bad[bad.size() - 2] = 2;
-  EXPECT_FALSE(DecodeSpec(bad).has_value());
+  bad.back() = 2;  // has_stdin
+  EXPECT_FALSE(DecodeRequest(bad).has_value());
 }
 
 TEST(ExitReportTest, RoundTripAndBadLimit) {
