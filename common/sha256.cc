@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 namespace safex {
@@ -56,18 +55,19 @@ Sha256Digest Sha256(std::string_view data) {
 
 std::string Sha256Hex(std::string_view data) { return ToHex(Sha256(data)); }
 
-Result<std::string> Sha256HexOfFd(int fd) {
+Result<std::string> Sha256HexOfFd(int fd, uint64_t* size) {
   Sha256Hasher hasher;
   std::vector<char> buf(1 << 20);
   off_t at = 0;
   for (;;) {
     ssize_t n = pread(fd, buf.data(), buf.size(), at);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::Internal(std::string("read: ") + strerror(errno));
+    if (n < 0) return Status::Errno("read", errno);
     if (n == 0) break;
     hasher.Update(std::string_view(buf.data(), static_cast<size_t>(n)));
     at += n;
   }
+  if (size != nullptr) *size = static_cast<uint64_t>(at);
   return hasher.FinishHex();
 }
 

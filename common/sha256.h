@@ -36,7 +36,8 @@ class Sha256Hasher {
 };
 
 // SHA-256 of a file's whole content as lowercase hex, read from `fd` from offset 0 to its end
-// (pread: the descriptor's offset is left alone). An error when a read fails.
-Result<std::string> Sha256HexOfFd(int fd);
+// (pread: the descriptor's offset is left alone), and how many bytes that was when `size` is
+// given. An error (Status::Errno of the read) when a read fails.
+Result<std::string> Sha256HexOfFd(int fd, uint64_t* size = nullptr);
 
 }  // namespace safex

@@ -25,23 +25,6 @@ bool PrintableUtf8(std::string_view s) {
   return true;
 }
 
-Result<std::string> HashFd(int fd, uint64_t* size) {
-  Sha256Hasher h;
-  char buf[65536];
-  *size = 0;
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::Errno("read", errno);
-    }
-    if (n == 0) break;
-    h.Update(std::string_view(buf, static_cast<size_t>(n)));
-    *size += static_cast<uint64_t>(n);
-  }
-  return h.FinishHex();
-}
-
 // Depth-first, fd-relative, O_NOFOLLOW at every step: a symlink is neither followed nor listed.
 Status Walk(int dirfd, const std::string& prefix, int depth, ResultFileList* out) {
   if (depth > 64) return Status::ResourceExhausted("output files nested deeper than 64");
@@ -63,7 +46,7 @@ Status Walk(int dirfd, const std::string& prefix, int depth, ResultFileList* out
     }
     ResultFile f;
     f.name = name;
-    SAFEX_ASSIGN_OR_RETURN(f.sha256, HashFd(fd.get(), &f.size));
+    SAFEX_ASSIGN_OR_RETURN(f.sha256, Sha256HexOfFd(fd.get(), &f.size));
     out->total_bytes += f.size;
     out->files.push_back(std::move(f));
   }
